@@ -1,0 +1,1 @@
+"""IntellAgent's built-in environments (airline, retail, education)."""

@@ -1,0 +1,1 @@
+"""The built-in airline customer-service environment (τ-bench's data model and tools)."""

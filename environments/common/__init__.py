@@ -1,0 +1,1 @@
+"""Tools shared by the built-in customer-service environments."""

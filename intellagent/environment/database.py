@@ -1,0 +1,339 @@
+"""An event's database: a real SQLite database built from an environment's schema and rows.
+
+Tools read and write it through :class:`Database`; later stages take snapshots, diffs, content
+hashes and plain-JSON dumps of it. The tables are made by SQLAlchemy from the YAML schema (types,
+NOT NULL, enum CHECKs, primary and foreign keys); rows go through plain SQLite for speed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.schema import CreateTable
+
+from intellagent.environment.dbschema import Column, DatabaseSchema, Table, value_problem
+
+Dump = dict[str, dict[str, dict[str, Any]]]
+"""A whole database as plain JSON: table → key → record."""
+
+_SA_TYPES = {
+    "string": sa.Text, "date": sa.Text, "datetime": sa.Text, "integer": sa.Integer,
+    "number": sa.Float, "boolean": sa.Boolean, "json": sa.Text,
+}
+
+
+class RowError(ValueError):
+    """A row that does not fit the schema; the message names the table, key and column."""
+
+
+def sqlalchemy_metadata(schema: DatabaseSchema) -> sa.MetaData:
+    """The schema as SQLAlchemy tables (also usable on any SQLAlchemy database)."""
+    meta = sa.MetaData()
+    for tname in schema.load_order():
+        table = schema.tables[tname]
+        items: list[Any] = []
+        for cname, col in table.columns.items():
+            args = [sa.ForeignKey(col.references)] if col.references else []
+            items.append(sa.Column(cname, _SA_TYPES[col.type](), *args,
+                                   primary_key=cname == table.primary_key,
+                                   nullable=col.nullable and cname != table.primary_key))
+            if col.enum is not None:
+                items.append(sa.CheckConstraint(sa.column(cname).in_(col.enum),
+                                                name=f"ck_{tname}_{cname}_enum"))
+        sa.Table(tname, meta, *items)
+    return meta
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in sorted(value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(_hashable(v) for v in value))
+    return value
+
+
+def state_hash(dump: Dump) -> str:
+    """SHA-256 of a dump, independent of key order and sensitive to value types (5 ≠ 5.0).
+
+    The same definition as τ-bench's data hash, so hashes compare across the two projects.
+    """
+    return hashlib.sha256(str(_hashable(dump)).encode("utf-8")).hexdigest()
+
+
+def _tuple_text(parts: list[str]) -> str:
+    """``str()`` of a tuple whose elements' ``str()`` are ``parts``."""
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class Database:
+    """An open database of one schema. Records are plain dicts shaped as in the dump."""
+
+    def __init__(self, schema: DatabaseSchema, connection: sqlite3.Connection) -> None:
+        self.schema = schema
+        self.conn = connection
+        self._depth = 0
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls, schema: DatabaseSchema) -> "Database":
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        dialect = sqlite_dialect.dialect()
+        for table in sqlalchemy_metadata(schema).sorted_tables:
+            conn.execute(str(CreateTable(table).compile(dialect=dialect)))
+        return cls(schema, conn)
+
+    @classmethod
+    def from_dump(cls, schema: DatabaseSchema, dump: Dump) -> "Database":
+        """A database holding ``dump`` (rows are checked against the schema)."""
+        db = cls.empty(schema)
+        with db.transaction():
+            for tname in schema.load_order():
+                for key, record in dump.get(tname, {}).items():
+                    db.insert(tname, record, key=key)
+        return db
+
+    def copy(self) -> "Database":
+        """An independent copy (SQLite's online backup: fast, page for page)."""
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self.conn.backup(conn)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return Database(self.schema, conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator["Database"]:
+        """All writes inside commit together, or none does if an exception escapes."""
+        name = f"sp{self._depth}"
+        self.conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield self
+        except BaseException:
+            self.conn.execute(f"ROLLBACK TO {name}")
+            self.conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            self.conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
+
+    # -- records ------------------------------------------------------------------------
+
+    def _table(self, name: str) -> Table:
+        try:
+            return self.schema.tables[name]
+        except KeyError:
+            raise KeyError(f"no table '{name}' (tables: {', '.join(self.schema.tables)})") from None
+
+    def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
+        record: dict[str, Any] = {}
+        key = None
+        for (cname, col), raw in zip(table.columns.items(), row):
+            value = _from_sql(col, raw)
+            if cname == table.primary_key:
+                key = value
+                if not table.key_in_record:
+                    continue
+            if value is None and col.omit_if_null:
+                continue
+            record[cname] = value
+        return str(key), record
+
+    def _select(self, tname: str, where: str = "", params: tuple = ()) -> list[tuple[str, dict]]:
+        table = self._table(tname)
+        cols = ", ".join(_q(c) for c in table.columns)
+        cur = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} {where} ORDER BY rowid", params)
+        return [self._decode(table, row) for row in cur.fetchall()]
+
+    def get(self, table: str, key: Any) -> dict[str, Any] | None:
+        """The record with primary key ``key``, or None."""
+        pk = self._table(table).primary_key
+        rows = self._select(table, f"WHERE {_q(pk)} = ?", (key,))
+        return rows[0][1] if rows else None
+
+    def has(self, table: str, key: Any) -> bool:
+        pk = self._table(table).primary_key
+        return self.conn.execute(
+            f"SELECT 1 FROM {_q(table)} WHERE {_q(pk)} = ?", (key,)).fetchone() is not None
+
+    def items(self, table: str) -> list[tuple[str, dict[str, Any]]]:
+        """Every (key, record) of ``table``, in insertion order."""
+        return self._select(table)
+
+    def all(self, table: str) -> list[dict[str, Any]]:
+        return [r for _, r in self._select(table)]
+
+    def keys(self, table: str) -> list[str]:
+        pk = self._table(table).primary_key
+        return [str(r[0]) for r in self.conn.execute(
+            f"SELECT {_q(pk)} FROM {_q(table)} ORDER BY rowid")]
+
+    def count(self, table: str) -> int:
+        return self.conn.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0]
+
+    def select(self, table: str, **equals: Any) -> list[dict[str, Any]]:
+        """Records whose (non-JSON) columns equal the given values, in insertion order."""
+        t = self._table(table)
+        for c in equals:
+            if c not in t.columns:
+                raise KeyError(f"table '{table}' has no column '{c}'")
+        where = " AND ".join(f"{_q(c)} = ?" for c in equals)
+        params = tuple(_to_sql(t.columns[c], v) for c, v in equals.items())
+        return [r for _, r in self._select(table, f"WHERE {where}" if where else "", params)]
+
+    def _row(self, tname: str, record: dict[str, Any], key: Any) -> tuple[Table, dict[str, Any]]:
+        table = self._table(tname)
+        row = dict(record)
+        if key is not None:
+            if table.key_in_record and table.primary_key in row and row[table.primary_key] != key:
+                raise RowError(f"{tname}[{key!r}]: key differs from its "
+                               f"{table.primary_key} {row[table.primary_key]!r}")
+            row[table.primary_key] = key
+        problems = row_problems(table, row)
+        if problems:
+            label = row.get(table.primary_key, "?")
+            raise RowError(f"{tname}[{label!r}]: " + "; ".join(problems))
+        return table, row
+
+    def insert(self, table: str, record: dict[str, Any], *, key: Any = None) -> None:
+        """Add a record; ``key`` is needed when the table keeps its key out of the record."""
+        t, row = self._row(table, record, key)
+        self._check_references(table, t, row)
+        cols = list(t.columns)
+        try:
+            self.conn.execute(
+                f"INSERT INTO {_q(table)} ({', '.join(_q(c) for c in cols)}) "
+                f"VALUES ({', '.join('?' for _ in cols)})",
+                tuple(_to_sql(t.columns[c], row.get(c)) for c in cols))
+        except sqlite3.IntegrityError as exc:
+            raise RowError(f"{table}[{row[t.primary_key]!r}]: {_integrity_message(exc)}") from None
+
+    def put(self, table: str, key: Any, record: dict[str, Any]) -> None:
+        """Replace the record at ``key`` (keeping its place in insertion order), or add it."""
+        t, row = self._row(table, record, key)
+        if not self.has(table, key):
+            self.insert(table, record, key=key)
+            return
+        self._check_references(table, t, row)
+        cols = [c for c in t.columns if c != t.primary_key]
+        try:
+            self.conn.execute(
+                f"UPDATE {_q(table)} SET {', '.join(f'{_q(c)} = ?' for c in cols)} "
+                f"WHERE {_q(t.primary_key)} = ?",
+                tuple(_to_sql(t.columns[c], row.get(c)) for c in cols) + (key,))
+        except sqlite3.IntegrityError as exc:
+            raise RowError(f"{table}[{key!r}]: {_integrity_message(exc)}") from None
+
+    def update(self, table: str, key: Any, **changes: Any) -> dict[str, Any]:
+        """Change some fields of a record; returns the new record."""
+        record = self.get(table, key)
+        if record is None:
+            raise KeyError(f"{table}[{key!r}] does not exist")
+        record.update(changes)
+        self.put(table, key, record)
+        return record
+
+    def _check_references(self, tname: str, table: Table, row: dict[str, Any]) -> None:
+        for cname, col in table.columns.items():
+            value = row.get(cname)
+            if col.references and value is not None:
+                rt = col.references.split(".")[0]
+                if not self.has(rt, value):
+                    raise RowError(f"{tname}[{row[table.primary_key]!r}]: column '{cname}' refers "
+                                   f"to {rt}[{value!r}], which does not exist")
+
+    def delete(self, table: str, key: Any) -> None:
+        pk = self._table(table).primary_key
+        self.conn.execute(f"DELETE FROM {_q(table)} WHERE {_q(pk)} = ?", (key,))
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        """Raw SQL for queries the record methods do not cover (JSON columns hold JSON text)."""
+        return self.conn.execute(sql, params).fetchall()
+
+    # -- whole-state views --------------------------------------------------------------
+
+    def dump(self) -> Dump:
+        """The whole database as plain JSON, table → key → record."""
+        return {t: dict(self._select(t)) for t in self.schema.tables}
+
+    def hash(self) -> str:
+        """``state_hash(self.dump())``, computed row by row with a cache of unchanged rows."""
+        # The hash text of each row already seen, keyed by its raw SQLite values: states that
+        # share most rows (every event's database) hash without decoding those rows again.
+        cache = self.schema._row_hash_text
+        if len(cache) > 500_000:
+            cache.clear()
+        tables = []
+        for tname in sorted(self.schema.tables):
+            table = self.schema.tables[tname]
+            cols = ", ".join(_q(c) for c in table.columns)
+            rows = []
+            for raw in self.conn.execute(f"SELECT {cols} FROM {_q(tname)}"):
+                entry = cache.get((tname, raw))
+                if entry is None:
+                    key, record = self._decode(table, raw)
+                    entry = (key, f"({key!r}, {_hashable(record)})")
+                    cache[(tname, raw)] = entry
+                rows.append(entry)
+            rows.sort(key=lambda e: e[0])
+            tables.append(f"({tname!r}, {_tuple_text([r[1] for r in rows])})")
+        return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
+
+
+def row_problems(table: Table, row: dict[str, Any]) -> list[str]:
+    problems = [f"unknown column '{c}'" for c in row if c not in table.columns]
+    for cname, col in table.columns.items():
+        if cname not in row and not col.nullable:
+            problems.append(f"column '{cname}' is missing")
+            continue
+        problem = value_problem(col, row.get(cname))
+        if problem:
+            problems.append(f"column '{cname}' {problem}")
+    return problems
+
+
+def _to_sql(col: Column, value: Any) -> Any:
+    if value is None:
+        return None
+    if col.type == "json":
+        return json.dumps(value, ensure_ascii=False)
+    if col.type == "boolean":
+        return int(value)
+    return value
+
+
+def _from_sql(col: Column, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if col.type == "json":
+        return json.loads(raw)
+    if col.type == "boolean":
+        return bool(raw)
+    return raw
+
+
+def _integrity_message(exc: sqlite3.IntegrityError) -> str:
+    text = str(exc)
+    if "UNIQUE" in text or "PRIMARY KEY" in text:
+        return "duplicate primary key"
+    if "FOREIGN KEY" in text:
+        return "refers to a row that does not exist (foreign key)"
+    return text

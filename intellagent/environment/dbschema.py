@@ -1,0 +1,124 @@
+"""The database schema of an environment, as written in its YAML (tables, typed columns, keys)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from intellagent.model import StrictModel
+
+ColumnType = Literal["string", "integer", "number", "boolean", "json", "date", "datetime"]
+
+
+class Column(StrictModel):
+    """One column. ``json`` holds any nested value (objects, lists) exactly as given."""
+
+    type: ColumnType
+    description: str = ""
+    nullable: bool = False
+    enum: list[str | int] | None = Field(default=None, description="The only values allowed.")
+    references: str | None = Field(default=None, description="Foreign key, as 'table.column'.")
+    omit_if_null: bool = Field(
+        default=False,
+        description="Leave the key out of a record (and its dump) when the value is null, for "
+                    "fields that only some records have.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Column":
+        if self.omit_if_null and not self.nullable:
+            raise ValueError("omit_if_null needs nullable: true")
+        if self.references is not None and self.references.count(".") != 1:
+            raise ValueError(f"references must be 'table.column', got '{self.references}'")
+        return self
+
+
+class Table(StrictModel):
+    description: str = ""
+    primary_key: str
+    key_in_record: bool = Field(
+        default=True,
+        description="False when the key is only the record's name in a keyed dump (as in "
+                    "{'user_1': {...}}) and not a field of the record itself.")
+    columns: dict[str, Column]
+
+    @model_validator(mode="after")
+    def _check(self) -> "Table":
+        if self.primary_key not in self.columns:
+            raise ValueError(f"primary_key '{self.primary_key}' is not a column")
+        if self.columns[self.primary_key].nullable:
+            raise ValueError(f"primary_key '{self.primary_key}' cannot be nullable")
+        return self
+
+    @property
+    def record_columns(self) -> list[str]:
+        return [c for c in self.columns if self.key_in_record or c != self.primary_key]
+
+
+class DatabaseSchema(StrictModel):
+    """``tables`` in dependency order is not required: foreign keys decide the load order."""
+
+    description: str = ""
+    tables: dict[str, Table]
+    _row_hash_text: dict[tuple, tuple[str, str]] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> "DatabaseSchema":
+        for tname, table in self.tables.items():
+            for cname, col in table.columns.items():
+                if col.references is None:
+                    continue
+                rt, rc = col.references.split(".")
+                if rt not in self.tables:
+                    raise ValueError(f"{tname}.{cname} references unknown table '{rt}'")
+                if rc != self.tables[rt].primary_key:
+                    raise ValueError(f"{tname}.{cname} must reference the primary key of '{rt}' "
+                                     f"('{self.tables[rt].primary_key}'), not '{rc}'")
+        return self
+
+    def load_order(self) -> list[str]:
+        """Tables ordered so that every referenced table comes before the tables citing it."""
+        order: list[str] = []
+        visiting: set[str] = set()
+
+        def visit(name: str) -> None:
+            if name in order or name in visiting:
+                return
+            visiting.add(name)
+            for col in self.tables[name].columns.values():
+                if col.references:
+                    visit(col.references.split(".")[0])
+            visiting.discard(name)
+            order.append(name)
+
+        for name in self.tables:
+            visit(name)
+        return order
+
+
+def value_problem(column: Column, value: Any) -> str | None:
+    """Why ``value`` does not fit ``column``, or None when it does."""
+    if value is None:
+        return None if column.nullable else "is required (null given)"
+    kind = column.type
+    ok = {
+        "string": isinstance(value, str),
+        "date": isinstance(value, str),
+        "datetime": isinstance(value, str),
+        "integer": isinstance(value, int) and not isinstance(value, bool),
+        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool),
+        "json": True,
+    }[kind]
+    if not ok:
+        return f"expected {kind}, got {type(value).__name__} {value!r}"
+    if kind in ("date", "datetime"):
+        from datetime import date, datetime
+
+        try:
+            (date if kind == "date" else datetime).fromisoformat(value)
+        except ValueError:
+            return f"expected an ISO {kind}, got {value!r}"
+    if column.enum is not None and value not in column.enum:
+        return f"{value!r} is not one of {column.enum}"
+    return None

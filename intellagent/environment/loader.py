@@ -1,0 +1,225 @@
+"""Reading an environment folder into an :class:`Environment`, and proving its parts agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from intellagent.environment.database import Database, RowError
+from intellagent.environment.dbschema import DatabaseSchema
+from intellagent.environment.manifest import EnvironmentManifest
+from intellagent.environment.refs import ReferenceError_, load_module
+from intellagent.environment.seed import find_seed_file, read_seed
+from intellagent.environment.tools import Tool, ToolsFile, ToolSpec, bind_tool
+from intellagent.environment.validators import Validator, collect_validators, validate_database
+from intellagent.errors import EnvironmentError_, IntellagentError
+from intellagent.yamlio import line_of, load_model, read_yaml, validate_data
+
+MANIFEST = "environment.yaml"
+MAX_PROBLEMS = 20
+
+
+class Environment(BaseModel):
+    """A loaded environment: prompt, database schema and seed, tools, validators."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    version: str
+    description: str
+    path: Path
+    prompt: str
+    task: str | None = None
+    db_schema: DatabaseSchema | None = None
+    tool_specs: list[ToolSpec] = []
+    seed_files: dict[str, Path] = {}
+
+    _tools: dict[str, Tool] = PrivateAttr(default_factory=dict)
+    _validators: list[Validator] = PrivateAttr(default_factory=list)
+    _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
+    _seed_db: Database | None = PrivateAttr(default=None)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return self._tools
+
+    @property
+    def validators(self) -> list[Validator]:
+        return self._validators
+
+    @property
+    def problems(self) -> list[IntellagentError]:
+        """What loading found wrong with tools and validators (empty for a strict load)."""
+        return self._problems
+
+    def seed_database(self) -> Database:
+        """A fresh copy of the database holding the seed rows (built once, then copied)."""
+        if self.db_schema is None:
+            raise EnvironmentError_(f"environment '{self.name}' has no database")
+        if self._seed_db is None:
+            db, problems = build_seed_database(self)
+            if problems:
+                raise problems[0]
+            self._seed_db = db
+        return self._seed_db.copy()
+
+    def database_from(self, dump: dict[str, dict[str, Any]]) -> Database:
+        if self.db_schema is None:
+            raise EnvironmentError_(f"environment '{self.name}' has no database")
+        return Database.from_dump(self.db_schema, dump)
+
+
+def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:
+    path = (base / rel).resolve()
+    if not path.is_relative_to(base.resolve()):
+        raise EnvironmentError_(f"{what} '{rel}' points outside the environment folder", file=manifest)
+    if not path.exists():
+        raise EnvironmentError_(f"{what} file '{rel}' not found", file=manifest)
+    return path
+
+
+def load_environment(path: str | Path, *, data: str | Path | None = None,
+                     strict: bool = True) -> Environment:
+    """Load the environment folder ``path`` (or its ``environment.yaml``).
+
+    ``data`` replaces the seed folder (e.g. to load τ-bench's own data). With ``strict``, the
+    first problem binding tools or validators is raised; otherwise they are kept in
+    ``Environment.problems`` for ``validate`` to list.
+    """
+    path = Path(path)
+    folder = path.parent if path.name == MANIFEST else path
+    manifest_path = folder / MANIFEST
+    if not folder.is_dir():
+        raise EnvironmentError_("environment folder not found", file=folder)
+    if not manifest_path.is_file():
+        raise EnvironmentError_(f"no {MANIFEST} in this folder", file=folder)
+    manifest = load_model(EnvironmentManifest, manifest_path)
+
+    prompt = _file(folder, manifest.prompt, "prompt", manifest_path).read_text(encoding="utf-8")
+    task = (_file(folder, manifest.task, "task", manifest_path).read_text(encoding="utf-8")
+            if manifest.task else None)
+
+    schema = None
+    seed_files: dict[str, Path] = {}
+    if manifest.database is not None:
+        schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path)
+        schema = load_model(DatabaseSchema, schema_path)
+        seed_files = _seed_files(folder, manifest, schema, manifest_path, data)
+
+    env = Environment(name=manifest.name, version=manifest.version, description=manifest.description,
+                      path=folder.resolve(), prompt=prompt, task=task, db_schema=schema,
+                      seed_files=seed_files)
+
+    if manifest.tools:
+        tools_path = _file(folder, manifest.tools, "tools", manifest_path)
+        raw = read_yaml(tools_path)
+        tools_file = validate_data(ToolsFile, raw, tools_path)
+        seen: set[str] = set()
+        for i, spec in enumerate(tools_file.tools):
+            line = line_of(raw, ("tools", i, "implementation")) or line_of(raw, ("tools", i))
+            spec._source = f"{tools_path}:{line}"
+            if spec.name in seen:
+                env._problems.append(EnvironmentError_(f"tool '{spec.name}' is declared twice",
+                                                       file=tools_path, line=line))
+                continue
+            seen.add(spec.name)
+            tool, problems = bind_tool(spec, folder)
+            env._problems.extend(EnvironmentError_(p, file=tools_path, line=line) for p in problems)
+            if tool is not None:
+                env._tools[spec.name] = tool
+        env.tool_specs = tools_file.tools
+        if any(s.action for s in tools_file.tools) and schema is None:
+            env._problems.append(EnvironmentError_(
+                "tools change state ('action: true') but the environment has no database",
+                file=tools_path))
+
+    if manifest.validators:
+        try:
+            module = load_module(manifest.validators, folder)
+        except ReferenceError_ as exc:
+            env._problems.append(EnvironmentError_(f"validators: {exc}", file=manifest_path))
+        else:
+            env._validators = collect_validators(module)
+            if schema is not None:
+                for v in env._validators:
+                    if v.kind == "row" and v.table not in schema.tables:
+                        env._problems.append(EnvironmentError_(
+                            f"validator {v.name} is for unknown table '{v.table}'",
+                            file=manifest_path))
+
+    if strict and env._problems:
+        raise env._problems[0]
+    return env
+
+
+def _seed_files(folder: Path, manifest: EnvironmentManifest, schema: DatabaseSchema,
+                manifest_path: Path, data: str | Path | None) -> dict[str, Path]:
+    seed = manifest.database.seed if manifest.database else None
+    if data is not None:
+        seed = str(Path(data).resolve())
+        if not Path(seed).is_dir():
+            raise EnvironmentError_("data folder not found", file=data)
+    if seed is None:
+        return {}
+    if isinstance(seed, dict):
+        unknown = [t for t in seed if t not in schema.tables]
+        if unknown:
+            raise EnvironmentError_(f"seed names unknown table '{unknown[0]}'", file=manifest_path)
+        return {t: _file(folder, f, f"seed for '{t}'", manifest_path) for t, f in seed.items()}
+    seed_dir = (folder / seed).resolve() if data is None else Path(seed)
+    if data is None and not seed_dir.is_relative_to(folder.resolve()):
+        raise EnvironmentError_(f"seed folder '{seed}' points outside the environment folder",
+                                file=manifest_path)
+    if not seed_dir.is_dir():
+        raise EnvironmentError_(f"seed folder '{seed}' not found", file=manifest_path)
+    found = {}
+    for table in schema.tables:
+        f = find_seed_file(seed_dir, table)
+        if f is not None:
+            found[table] = f
+    return found
+
+
+def build_seed_database(env: Environment, *, limit: int = MAX_PROBLEMS
+                        ) -> tuple[Database, list[IntellagentError]]:
+    """The seed rows in a new database, with every row that did not fit reported (and skipped)."""
+    assert env.db_schema is not None
+    db = Database.empty(env.db_schema)
+    problems: list[IntellagentError] = []
+    for table in env.db_schema.load_order():
+        path = env.seed_files.get(table)
+        if path is None:
+            continue
+        try:
+            rows = read_seed(path, table, env.db_schema.tables[table])
+        except IntellagentError as exc:
+            problems.append(exc)
+            continue
+        with db.transaction():
+            for key, record, where in rows:
+                try:
+                    with db.transaction():
+                        db.insert(table, record, key=key)
+                except RowError as exc:
+                    message = str(exc).split(": ", 1)[-1]
+                    problems.append(EnvironmentError_(message, file=path, item=where))
+                    if len(problems) >= limit:
+                        return db, problems
+    return db, problems
+
+
+def check_environment(env: Environment) -> list[IntellagentError]:
+    """Everything wrong with ``env``: tool bindings, seed rows, validators over the seed."""
+    problems = list(env.problems)
+    if env.db_schema is not None:
+        db, seed_problems = build_seed_database(env)
+        problems.extend(seed_problems)
+        if not seed_problems and env.validators:
+            where = next(iter(env.seed_files.values()), env.path)
+            for complaint in validate_database(db, env.validators, limit=MAX_PROBLEMS):
+                problems.append(EnvironmentError_(f"validator: {complaint}", file=where.parent
+                                                  if where != env.path else where))
+        db.close()
+    return problems[:MAX_PROBLEMS]

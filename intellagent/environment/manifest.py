@@ -1,0 +1,35 @@
+"""``environment.yaml``: what an environment is called and where its parts are."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from intellagent.model import StrictModel
+
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+
+
+class DatabaseSection(StrictModel):
+    schema_file: str = Field(alias="schema", description="The database schema YAML, relative to "
+                                                          "the environment folder.")
+    seed: str | dict[str, str] | None = Field(
+        default=None,
+        description="A folder holding one file per table (<table>.json, .jsonl or .csv, optionally "
+                    ".gz), or a mapping from table to file.")
+
+
+class EnvironmentManifest(StrictModel):
+    """The manifest of an environment folder. Paths are relative to the folder."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    version: str = "0.1.0"
+    description: str = ""
+    prompt: str = Field(default="prompt.md", description="The agent's system prompt or policy "
+                                                          "document (Markdown, used literally).")
+    task: str | None = Field(default=None, description="Optional Markdown file describing the "
+                                                       "agent's task; inferred from the prompt "
+                                                       "when absent.")
+    database: DatabaseSection | None = None
+    tools: str | None = Field(default=None, description="Tool specifications YAML.")
+    validators: str | None = Field(default=None, description="Python file (validators.py) or "
+                                                             "module holding the data validators.")

@@ -1,0 +1,111 @@
+"""Reading seed rows from JSON (keyed object or list), JSON Lines, CSV, each optionally gzipped."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from intellagent.environment.dbschema import Column, Table
+from intellagent.errors import EnvironmentError_
+
+SEED_SUFFIXES = (".json", ".jsonl", ".csv")
+
+
+def find_seed_file(folder: Path, table: str) -> Path | None:
+    for suffix in SEED_SUFFIXES:
+        for candidate in (folder / f"{table}{suffix}", folder / f"{table}{suffix}.gz"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        return raw.decode("utf-8")
+    except FileNotFoundError:
+        raise EnvironmentError_("seed file not found", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvironmentError_(f"cannot read seed file: {exc}", file=path) from None
+
+
+def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict[str, Any], str]]:
+    """(key, record, where) for every row of ``path``; ``where`` names the line or item."""
+    kind = path.name.removesuffix(".gz").rsplit(".", 1)[-1]
+    text = _read_text(path)
+    pk = table.primary_key
+    rows: list[tuple[str, dict[str, Any], str]] = []
+
+    def add(record: Any, where: str, key: Any = None) -> None:
+        if not isinstance(record, dict):
+            raise EnvironmentError_(f"{table_name} row is not an object", file=path, item=where)
+        if key is None:
+            if pk not in record:
+                raise EnvironmentError_(f"{table_name} row has no '{pk}'", file=path, item=where)
+            key = record[pk]
+            if not table.key_in_record:
+                record = {k: v for k, v in record.items() if k != pk}
+        rows.append((str(key), record, where))
+
+    if kind == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+        if isinstance(data, dict):
+            for key, record in data.items():
+                add(record, f"{table_name}[{key!r}]", key)
+        elif isinstance(data, list):
+            for i, record in enumerate(data):
+                add(record, f"item {i}")
+        else:
+            raise EnvironmentError_("expected a JSON object (keyed rows) or a list of rows", file=path)
+    elif kind == "jsonl":
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=n) from None
+            add(record, f"line {n}")
+    elif kind == "csv":
+        reader = csv.DictReader(io.StringIO(text))
+        for n, raw in enumerate(reader, 2):
+            try:
+                record = {k: _from_csv(table.columns[k], v) for k, v in raw.items() if k in table.columns}
+            except ValueError as exc:
+                raise EnvironmentError_(str(exc), file=path, line=n) from None
+            unknown = [k for k in raw if k not in table.columns]
+            if unknown:
+                raise EnvironmentError_(f"unknown column '{unknown[0]}'", file=path, line=1)
+            add(record, f"line {n}")
+    else:
+        raise EnvironmentError_(f"unsupported seed format '{kind}' (use json, jsonl or csv)", file=path)
+    return rows
+
+
+def _from_csv(col: Column, text: str | None) -> Any:
+    if text is None or (text == "" and col.nullable):
+        return None
+    try:
+        if col.type == "integer":
+            return int(text)
+        if col.type == "number":
+            return float(text) if any(c in text for c in ".eE") else int(text)
+        if col.type == "boolean":
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if col.type == "json":
+            return json.loads(text)
+    except (ValueError, json.JSONDecodeError):
+        raise ValueError(f"{text!r} is not a valid {col.type}") from None
+    return text

@@ -1,0 +1,84 @@
+"""Data validators an environment writes in Python: per row, and over the whole database.
+
+A validator raises :class:`~intellagent.errors.ValidationFailed` (or ``ValueError``) with a
+message a model can act on; the generator shows it to the model that made the rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from intellagent.environment.database import Database
+from intellagent.errors import ValidationFailed
+
+_MARK = "__intellagent_validator__"
+
+
+def row_validator(table: str) -> Callable[[Callable], Callable]:
+    """Mark ``fn(record, db)`` as a validator of each row of ``table``."""
+    def mark(fn: Callable) -> Callable:
+        setattr(fn, _MARK, ("row", table))
+        return fn
+    return mark
+
+
+def database_validator(fn: Callable) -> Callable:
+    """Mark ``fn(db)`` as a validator of the whole database."""
+    setattr(fn, _MARK, ("database", None))
+    return fn
+
+
+@dataclass
+class Validator:
+    kind: str  # "row" | "database"
+    table: str | None
+    func: Callable[..., Any]
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__qualname__", repr(self.func))
+
+
+def collect_validators(module: ModuleType) -> list[Validator]:
+    out = []
+    for value in vars(module).values():
+        mark = getattr(value, _MARK, None)
+        if mark and callable(value):
+            out.append(Validator(mark[0], mark[1], value))
+    return out
+
+
+def run_validator(validator: Validator, *args: Any) -> str | None:
+    """The validator's complaint, or None. A validator that crashes is reported as such."""
+    try:
+        validator.func(*args)
+    except (ValidationFailed, ValueError, AssertionError) as exc:
+        return str(exc) or type(exc).__name__
+    except Exception as exc:
+        return f"validator {validator.name} crashed: {type(exc).__name__}: {exc}"
+    return None
+
+
+def validate_database(db: Database, validators: list[Validator], *, limit: int = 50) -> list[str]:
+    """Every complaint of every validator over every row, then the whole-database ones."""
+    problems: list[str] = []
+    for v in validators:
+        if v.kind != "row":
+            continue
+        if v.table not in db.schema.tables:
+            problems.append(f"validator {v.name} is for unknown table '{v.table}'")
+            continue
+        for key, record in db.items(v.table):
+            complaint = run_validator(v, record, db)
+            if complaint:
+                problems.append(f"{v.table}[{key!r}]: {complaint}")
+                if len(problems) >= limit:
+                    return problems
+    for v in validators:
+        if v.kind == "database":
+            complaint = run_validator(v, db)
+            if complaint:
+                problems.append(f"database: {complaint}")
+    return problems

@@ -1,0 +1,236 @@
+"""The plugin registry: a pluggy manager plus the named components its plugins registered."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import re
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Iterable
+
+import pluggy
+
+from intellagent import hookspecs
+from intellagent.errors import RegistryError
+
+ENTRY_POINT_GROUP = "intellagent"
+DEFAULT_NAMESPACE = "intellagent"
+
+#: Registration hook per component kind; each kind has its own name space.
+KINDS: dict[str, str] = {
+    "environment": "register_environments",
+    "stage": "register_stages",
+    "agent": "register_agents",
+    "llm-provider": "register_llm_providers",
+    "executor": "register_executors",
+    "env-template": "register_env_templates",
+    "command": "register_commands",
+}
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a component came from: the plugin and, when installed, its distribution."""
+
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+    def __str__(self) -> str:
+        if self.distribution:
+            return f"{self.distribution} {self.version} ({self.plugin})"
+        return self.plugin
+
+
+@dataclass(frozen=True)
+class Component:
+    kind: str
+    name: str  # always namespaced: "package/name"
+    value: Any
+    provider: Provider
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split("/", 1)[1]
+
+
+@dataclass
+class PluginInfo:
+    name: str
+    provider: Provider
+    hooks: list[str]
+    registered: list[str] = field(default_factory=list)
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager, remembering the distribution behind each entry-point plugin."""
+
+    def __init__(self) -> None:
+        super().__init__(ENTRY_POINT_GROUP)
+        self.distributions: dict[int, tuple[str, str]] = {}
+
+
+def get_plugin_manager(*, entry_points: bool = True, plugins: Iterable[Any] = ()) -> PluginManager:
+    """A fresh plugin manager: the hook specs, installed plugins (entry points) and ``plugins``.
+
+    A hook implementation whose name matches no spec is an error (``check_pending``).
+    """
+    pm = PluginManager()
+    pm.add_hookspecs(hookspecs)
+    if entry_points:
+        _load_entry_points(pm)
+    for plugin in plugins:
+        name = getattr(plugin, "__name__", None) or repr(plugin)
+        if pm.is_registered(plugin):
+            continue
+        pm.register(plugin, name=name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise RegistryError(f"plugin '{exc.plugin_name or exc.plugin}' {exc}") from None
+    return pm
+
+
+def _load_entry_points(pm: PluginManager) -> None:
+    seen: set[str] = set()
+    for dist in md.distributions():
+        dist_name = dist.metadata["Name"]
+        if dist_name is None or dist_name.lower() in seen:
+            continue
+        seen.add(dist_name.lower())
+        for ep in dist.entry_points:
+            if ep.group != ENTRY_POINT_GROUP:
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # a broken plugin names itself, never a traceback
+                raise RegistryError(
+                    f"plugin '{ep.name}' ({ep.value}) of distribution {dist_name} {dist.version} "
+                    f"failed to import: {type(exc).__name__}: {exc}") from None
+            if pm.is_registered(plugin):
+                continue
+            try:
+                pm.register(plugin, name=f"{dist_name}:{ep.name}")
+            except ValueError as exc:
+                raise RegistryError(f"plugin '{ep.name}' of distribution {dist_name}: {exc}") from None
+            pm.distributions[id(plugin)] = (dist_name, dist.version)
+
+
+def _provider_of(pm: PluginManager, plugin: Any) -> Provider:
+    plugin_name = pm.get_name(plugin) or repr(plugin)
+    if id(plugin) in pm.distributions:
+        dist, version = pm.distributions[id(plugin)]
+        return Provider(plugin=plugin_name, distribution=dist, version=version)
+    return Provider(plugin=plugin_name)
+
+
+def namespace_of(plugin: Any, provider: Provider) -> str:
+    """A plugin's name space: its ``INTELLAGENT_NAMESPACE``, else its distribution, else its
+    top-level module."""
+    explicit = getattr(plugin, "INTELLAGENT_NAMESPACE", None)
+    if explicit:
+        return str(explicit)
+    if provider.distribution:
+        return re.sub(r"[-.]+", "_", provider.distribution).lower()
+    module = plugin.__name__ if isinstance(plugin, ModuleType) else type(plugin).__module__
+    return module.split(".")[0]
+
+
+class Registry:
+    """Components by kind and namespaced name, with the provider of each."""
+
+    def __init__(self, pm: PluginManager) -> None:
+        self.pm = pm
+        self.components: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+        self._registered_by: dict[int, list[str]] = {}
+        for kind, hook_name in KINDS.items():
+            for impl in getattr(pm.hook, hook_name).get_hookimpls():
+                self._collect(kind, impl)
+
+    def _collect(self, kind: str, impl: pluggy.HookImpl) -> None:
+        provider = _provider_of(self.pm, impl.plugin)
+        namespace = namespace_of(impl.plugin, provider)
+
+        def register(*args: Any, **kwargs: Any) -> None:
+            name, value, extra = _split_registration(kind, args, kwargs, provider)
+            full = name if "/" in name else f"{namespace}/{name}"
+            short = full.split("/", 1)[1]
+            if not _NAME.match(short):
+                raise RegistryError(f"{kind} name '{full}' from {provider} is not a valid name "
+                                    "(lower-case letters, digits, '-', '_' and '.')")
+            previous = self.components[kind].get(full)
+            if previous is not None:
+                raise RegistryError(f"{kind} '{full}' is registered twice: by {previous.provider} "
+                                    f"and by {provider}")
+            self.components[kind][full] = Component(kind, full, value, provider, extra)
+            self._registered_by.setdefault(id(impl.plugin), []).append(f"{kind} {full}")
+
+        try:
+            impl.function(register=register)
+        except RegistryError:
+            raise
+        except Exception as exc:
+            raise RegistryError(f"plugin {provider}: {impl.function.__name__} failed: "
+                                f"{type(exc).__name__}: {exc}") from None
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.components[kind])
+
+    def resolve(self, kind: str, name: str) -> Component:
+        """Find a component by full name, or by short name: first in the ``intellagent`` name
+        space, then anywhere it is unique."""
+        table = self.components[kind]
+        if name in table:
+            return table[name]
+        if "/" not in name:
+            if f"{DEFAULT_NAMESPACE}/{name}" in table:
+                return table[f"{DEFAULT_NAMESPACE}/{name}"]
+            matches = [c for c in table.values() if c.short_name == name]
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                raise RegistryError(f"{kind} '{name}' is ambiguous: "
+                                    + ", ".join(sorted(c.name for c in matches)))
+        known = ", ".join(sorted(table)) or "none"
+        raise RegistryError(f"no {kind} named '{name}' (known: {known})")
+
+    def plugins(self) -> list[PluginInfo]:
+        out = []
+        for plugin in self.pm.get_plugins():
+            provider = _provider_of(self.pm, plugin)
+            hooks = sorted(h.name for h in (self.pm.get_hookcallers(plugin) or []))
+            out.append(PluginInfo(provider.plugin, provider, hooks,
+                                  sorted(self._registered_by.get(id(plugin), []))))
+        return sorted(out, key=lambda p: (p.provider.distribution or "~", p.name))
+
+
+def _split_registration(kind: str, args: tuple, kwargs: dict, provider: Provider) -> tuple[str, Any, dict]:
+    """Normalise the arguments of a ``register`` call into (name, value, extra)."""
+    if kind == "stage":
+        (cls,) = args or (kwargs.pop("stage"),)
+        name = getattr(cls, "name", None)
+        if not name:
+            raise RegistryError(f"stage {cls!r} from {provider} has no 'name'")
+        return name, cls, {"stage_kind": getattr(cls, "kind", None)}
+    if kind == "command":
+        (command,) = args or (kwargs.pop("command"),)
+        return command.name, command, {}
+    if len(args) == 2:
+        return str(args[0]), args[1], kwargs
+    if len(args) == 1 and "name" not in kwargs:
+        value = args[0]
+        name = getattr(value, "name", None)
+        if not name:
+            raise RegistryError(f"{kind} {value!r} from {provider} was registered without a name")
+        return name, value, kwargs
+    name = kwargs.pop("name")
+    value = args[0] if args else kwargs.pop("value", kwargs.pop("path", None))
+    return name, value, kwargs
+
+
+def load_registry(*, entry_points: bool = True, plugins: Iterable[Any] = ()) -> Registry:
+    """Build the registry from installed plugins (and any given plugin objects)."""
+    return Registry(get_plugin_manager(entry_points=entry_points, plugins=plugins))

@@ -1,0 +1,1 @@
+"""Test helpers for IntellAgent and for environment/plugin authors."""

@@ -1,0 +1,1 @@
+"""pytest fixtures shipped for environment and plugin authors (registered via ``pytest11``)."""

@@ -1,0 +1,101 @@
+"""YAML reading that keeps line numbers, and pydantic validation that reports them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from intellagent.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    return yaml
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file, keeping ruamel's line information on maps and sequences."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise ConfigError("is a folder, expected a YAML file", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    try:
+        return _yaml().load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ConfigError(f"invalid YAML: {problem}", file=path, line=line) from None
+    except YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=path) from None
+
+
+def line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the node at ``loc`` (a pydantic error location), as deep as it resolves."""
+    line: int | None = None
+    node = data
+    for key in loc:
+        if isinstance(node, CommentedMap) and key in node:
+            try:
+                line = node.lc.key(key)[0] + 1
+            except (KeyError, TypeError):
+                pass
+            node = node[key]
+        elif isinstance(node, CommentedSeq) and isinstance(key, int) and 0 <= key < len(node):
+            try:
+                line = node.lc.item(key)[0] + 1
+            except (KeyError, TypeError):
+                pass
+            node = node[key]
+        else:
+            break
+    if line is None and isinstance(node, (CommentedMap, CommentedSeq)) and node.lc.line is not None:
+        line = node.lc.line + 1
+    return line
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def validate_data(model: type[M], data: Any, path: str | Path, *, context: dict | None = None) -> M:
+    """Validate parsed YAML against ``model``; the first error names its file, line and key."""
+    try:
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key '{loc[-1]}'" if loc else "unknown key"
+        elif err["type"] == "missing":
+            msg = f"missing required key '{loc[-1]}'" if loc else "missing required key"
+        where = format_loc(loc)
+        more = len(exc.errors()) - 1
+        tail = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
+        raise ConfigError(f"{where + ': ' if where and err['type'] != 'extra_forbidden' else ''}{msg}{tail}",
+                          file=path, line=line_of(data, loc)) from None
+
+
+def load_model(model: type[M], path: str | Path, *, context: dict | None = None) -> M:
+    """Read a YAML file and validate it against ``model``."""
+    data = read_yaml(path)
+    if data is None:
+        raise ConfigError("file is empty", file=path)
+    return validate_data(model, data, path, context=context)

@@ -1,0 +1,3 @@
+from intellagent.cli import main
+
+main()

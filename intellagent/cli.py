@@ -1,0 +1,198 @@
+"""The ``intellagent`` command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from intellagent import __version__
+from intellagent.errors import IntellagentError
+from intellagent.registry import Registry, load_registry
+
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas")
+
+
+class Context:
+    """What every command shares: the registry, built once and only when needed."""
+
+    def __init__(self, plugins: tuple = (), entry_points: bool = True) -> None:
+        self._plugins = plugins
+        self._entry_points = entry_points
+        self._registry: Registry | None = None
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = load_registry(entry_points=self._entry_points, plugins=self._plugins)
+        return self._registry
+
+
+class IntellagentGroup(click.Group):
+    """Adds plugin commands, and turns bad input into one line and exit code 2."""
+
+    def _context(self, ctx: click.Context) -> Context:
+        if not isinstance(ctx.obj, Context):
+            ctx.obj = Context(**(ctx.obj or {}))
+        return ctx.obj
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = list(super().list_commands(ctx))
+        try:
+            names += [c.value.name for c in self._context(ctx).registry.components["command"].values()]
+        except IntellagentError:
+            pass  # reported when a command runs
+        return sorted(set(names))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None:
+            return command
+        for component in self._context(ctx).registry.components["command"].values():
+            if component.value.name == name:
+                if name in BUILTIN_COMMANDS:
+                    raise IntellagentError(f"plugin {component.provider} registers command "
+                                           f"'{name}', which is built in")
+                return component.value
+        return None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        self._context(ctx)
+        try:
+            return super().invoke(ctx)
+        except IntellagentError as exc:
+            _fail(exc)
+
+
+def _fail(exc: IntellagentError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(exc.exit_code)
+
+
+@click.group(cls=IntellagentGroup)
+@click.version_option(__version__, prog_name="intellagent")
+def cli() -> None:
+    """Test conversational agents against policy-targeted simulated users."""
+
+
+@cli.command()
+@click.pass_obj
+def envs(obj: Context) -> None:
+    """List the installed environments."""
+    components = obj.registry.components["environment"]
+    if not components:
+        click.echo("no environments installed")
+        return
+    width = max(len(n) for n in components)
+    for name in sorted(components):
+        c = components[name]
+        click.echo(f"{name:<{width}}  {c.provider}  {c.value}")
+
+
+@cli.command()
+@click.pass_obj
+def plugins(obj: Context) -> None:
+    """List plugins: distribution, version, hooks implemented, names registered."""
+    for info in obj.registry.plugins():
+        dist = (f"{info.provider.distribution} {info.provider.version}"
+                if info.provider.distribution else "(not installed)")
+        click.echo(f"{dist}  {info.name}")
+        click.echo(f"    hooks: {', '.join(info.hooks) or '-'}")
+        for registered in info.registered:
+            click.echo(f"    registers {registered}")
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Seed data folder to use instead of the environment's own.")
+@click.pass_obj
+def validate(obj: Context, target: str, data: Path | None) -> None:
+    """Check an environment (registered NAME or folder PATH): tools match their specs, seed rows
+    fit the schema and pass the validators."""
+    from intellagent.environment import check_environment, load_environment
+    from intellagent.envs import environment_path
+
+    env = load_environment(environment_path(obj.registry, target), data=data, strict=False)
+    problems = check_environment(env)
+    if problems:
+        for problem in problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
+    parts = [f"{len(env.tools)} tools"]
+    if env.db_schema is not None:
+        parts.append(f"{len(env.db_schema.tables)} tables")
+    parts.append(f"{len(env.validators)} validators")
+    click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
+
+
+@cli.command("new-env")
+@click.argument("name", required=False)
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=Path("."),
+              show_default=True, help="Folder to create the project in.")
+@click.option("--template", default="environment", show_default=True,
+              help="Registered project template.")
+@click.option("--update", "update_path", type=click.Path(path_type=Path), default=None,
+              help="Re-apply the (newer) template to a project made earlier.")
+@click.pass_obj
+def new_env(obj: Context, name: str | None, directory: Path, template: str,
+            update_path: Path | None) -> None:
+    """Create a pip-installable environment project NAME from a template."""
+    from intellagent import scaffold
+
+    if update_path is not None:
+        answers = scaffold.read_answers(update_path)
+        component = obj.registry.resolve("env-template", answers.template)
+        result = scaffold.update(update_path, Path(component.value))
+        for rel in result.updated:
+            click.echo(f"updated   {rel}")
+        for rel in result.added:
+            click.echo(f"added     {rel}")
+        for rel in result.conflicts:
+            click.echo(f"conflict  {rel} (you changed it; the template's version is in {rel}.new)")
+        if not (result.updated or result.added or result.conflicts):
+            click.echo("already up to date")
+        return
+    if not name:
+        raise IntellagentError("give the environment's NAME (or --update PATH)", item="new-env")
+    scaffold.check_name(name)
+    component = obj.registry.resolve("env-template", template)
+    dest = scaffold.create(component.name, Path(component.value), name, directory)
+    click.echo(f"created {dest}")
+    click.echo(f"next: pip install -e '{dest}[test]' && intellagent validate "
+               f"{scaffold.default_answers(name)['package']}/{name}")
+
+
+@cli.command()
+@click.option("--check", is_flag=True, help="Exit 1 if schemas/ is out of date, writing nothing.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("schemas"), show_default=True)
+def schemas(check: bool, out: Path) -> None:
+    """Regenerate the JSON Schemas of the YAML files from the models."""
+    from intellagent.schemas import stale_schemas, write_schemas
+
+    if check:
+        stale = stale_schemas(out)
+        if stale:
+            click.echo(f"out of date: {', '.join(stale)} (run `intellagent schemas`)", err=True)
+            sys.exit(1)
+        click.echo("schemas are up to date")
+        return
+    for path in write_schemas(out):
+        click.echo(f"wrote {path}")
+
+
+def main() -> None:
+    """Console entry point. Unexpected errors are shown in one line unless INTELLAGENT_DEBUG=1."""
+    try:
+        cli.main(prog_name="intellagent", standalone_mode=True)
+    except IntellagentError as exc:
+        _fail(exc)
+    except Exception as exc:  # pragma: no cover - a bug; keep the user's screen readable
+        if os.environ.get("INTELLAGENT_DEBUG"):
+            raise
+        click.echo(f"internal error: {type(exc).__name__}: {exc} "
+                   "(set INTELLAGENT_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)

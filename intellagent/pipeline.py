@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from intellagent.model import StrictModel
 
-STAGE_KINDS = ("extractor", "sampler", "generator", "simulator", "critic")
+from intellagent.stages import STAGE_KINDS  # noqa: E402,F401  (re-exported)
 
 
 class PluginRef(StrictModel):

@@ -82,16 +82,24 @@ def get_plugin_manager(*, entry_points: bool = True, plugins: Iterable[Any] = ()
     pm.add_hookspecs(hookspecs)
     if entry_points:
         _load_entry_points(pm)
-    for plugin in plugins:
-        name = getattr(plugin, "__name__", None) or repr(plugin)
-        if pm.is_registered(plugin):
-            continue
-        pm.register(plugin, name=name)
     try:
+        for plugin in plugins:
+            if not pm.is_registered(plugin):
+                pm.register(plugin, name=getattr(plugin, "__name__", None) or repr(plugin))
         pm.check_pending()
+    except ValueError as exc:  # pluggy: a plugin name or object registered twice
+        raise RegistryError(f"plugin registered twice: {str(exc).splitlines()[0]}") from None
     except pluggy.PluginValidationError as exc:
-        raise RegistryError(f"plugin '{exc.plugin_name or exc.plugin}' {exc}") from None
+        provider = _provider_of(pm, exc.plugin)
+        detail = str(exc).split(" in plugin ")[0]
+        if detail.startswith("unknown hook"):
+            detail += f" (misspelled? hooks are: {', '.join(sorted(_hook_names()))})"
+        raise RegistryError(f"plugin {provider}: {detail}") from None
     return pm
+
+
+def _hook_names() -> list[str]:
+    return [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "intellagent_spec")]
 
 
 def _load_entry_points(pm: PluginManager) -> None:
@@ -112,11 +120,11 @@ def _load_entry_points(pm: PluginManager) -> None:
                     f"failed to import: {type(exc).__name__}: {exc}") from None
             if pm.is_registered(plugin):
                 continue
+            pm.distributions[id(plugin)] = (dist_name, dist.version)
             try:
                 pm.register(plugin, name=f"{dist_name}:{ep.name}")
             except ValueError as exc:
                 raise RegistryError(f"plugin '{ep.name}' of distribution {dist_name}: {exc}") from None
-            pm.distributions[id(plugin)] = (dist_name, dist.version)
 
 
 def _provider_of(pm: PluginManager, plugin: Any) -> Provider:

@@ -29,7 +29,14 @@ _SA_TYPES = {
 
 
 class RowError(ValueError):
-    """A row that does not fit the schema; the message names the table, key and column."""
+    """A row that does not fit the schema; the message names the table, key and column.
+
+    ``missing_reference`` is the (table, key) a foreign key pointed at, when that is the fault.
+    """
+
+    def __init__(self, message: str, missing_reference: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.missing_reference = missing_reference
 
 
 def sqlalchemy_metadata(schema: DatabaseSchema) -> sa.MetaData:
@@ -258,7 +265,7 @@ class Database:
                 rt = col.references.split(".")[0]
                 if not self.has(rt, value):
                     raise RowError(f"{tname}[{row[table.primary_key]!r}]: column '{cname}' refers "
-                                   f"to {rt}[{value!r}], which does not exist")
+                                   f"to {rt}[{value!r}], which does not exist", (rt, str(value)))
 
     def delete(self, table: str, key: Any) -> None:
         pk = self._table(table).primary_key

@@ -126,7 +126,12 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
                 continue
             seen.add(spec.name)
             tool, problems = bind_tool(spec, folder)
-            env._problems.extend(EnvironmentError_(p, file=tools_path, line=line) for p in problems)
+            for problem in problems:
+                if "failed to import" in problem:  # say it once, not once per tool of the module
+                    problem = problem.split(": implementation ", 1)[-1]
+                    if any(problem in p.message for p in env._problems):
+                        continue
+                env._problems.append(EnvironmentError_(problem, file=tools_path, line=line))
             if tool is not None:
                 env._tools[spec.name] = tool
         env.tool_specs = tools_file.tools
@@ -188,6 +193,8 @@ def build_seed_database(env: Environment, *, limit: int = MAX_PROBLEMS
     assert env.db_schema is not None
     db = Database.empty(env.db_schema)
     problems: list[IntellagentError] = []
+    rejected: set[tuple[str, str]] = set()  # rows already reported; rows citing them are not
+    unreadable: set[str] = set()  # tables whose file failed; rows citing them are not reported
     for table in env.db_schema.load_order():
         path = env.seed_files.get(table)
         if path is None:
@@ -196,6 +203,7 @@ def build_seed_database(env: Environment, *, limit: int = MAX_PROBLEMS
             rows = read_seed(path, table, env.db_schema.tables[table])
         except IntellagentError as exc:
             problems.append(exc)
+            unreadable.add(table)
             continue
         with db.transaction():
             for key, record, where in rows:
@@ -203,6 +211,10 @@ def build_seed_database(env: Environment, *, limit: int = MAX_PROBLEMS
                     with db.transaction():
                         db.insert(table, record, key=key)
                 except RowError as exc:
+                    rejected.add((table, key))
+                    ref = exc.missing_reference
+                    if ref is not None and (ref in rejected or ref[0] in unreadable):
+                        continue
                     message = str(exc).split(": ", 1)[-1]
                     problems.append(EnvironmentError_(message, file=path, item=where))
                     if len(problems) >= limit:

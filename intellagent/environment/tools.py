@@ -80,28 +80,26 @@ def signature_problems(spec: ToolSpec, func: Callable[..., Any]) -> list[str]:
     if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
                                             inspect.Parameter.POSITIONAL_OR_KEYWORD):
         return [f"implementation of '{spec.name}' must take the database as its first parameter"]
-    problems = []
     rest = {p.name: p for p in params[1:]}
     if any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in rest.values()):
         return [f"implementation of '{spec.name}' must name its parameters (no *args/**kwargs)"]
     spec_names = set(spec.properties)
+    differences = []
     missing = sorted(spec_names - set(rest))
     extra = sorted(set(rest) - spec_names)
     if missing:
-        problems.append(f"implementation of '{spec.name}' lacks parameter(s) {', '.join(missing)} "
-                        "that the spec declares")
+        differences.append(f"lacks {', '.join(missing)}")
     if extra:
-        problems.append(f"implementation of '{spec.name}' has parameter(s) {', '.join(extra)} "
-                        "that the spec does not declare")
+        differences.append(f"has {', '.join(extra)}, which the spec does not declare")
     for name in sorted(spec_names & set(rest)):
         has_default = rest[name].default is not inspect.Parameter.empty
         if name in spec.required and has_default:
-            problems.append(f"'{spec.name}': parameter '{name}' is required by the spec but has a "
-                            "default in the implementation")
+            differences.append(f"gives required '{name}' a default")
         if name not in spec.required and not has_default:
-            problems.append(f"'{spec.name}': parameter '{name}' is optional in the spec but has "
-                            "no default in the implementation")
-    return problems
+            differences.append(f"gives optional '{name}' no default")
+    if not differences:
+        return []
+    return [f"implementation of '{spec.name}' does not match its spec: {'; '.join(differences)}"]
 
 
 class Tool:

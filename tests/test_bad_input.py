@@ -1,0 +1,290 @@
+"""Broken input of every kind gives one line naming the file and line (or the item), exit code 2,
+and no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from intellagent import hookimpl
+from intellagent.cli import cli
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def break_yaml(env):  # malformed YAML
+    edit(env / "environment.yaml", "prompt: prompt.md", "prompt: [prompt.md")
+    return "environment.yaml:", "invalid YAML"
+
+
+def unknown_manifest_key(env):
+    edit(env / "environment.yaml", "prompt: prompt.md", "prompt: prompt.md\npromt: x.md")
+    return "environment.yaml:5", "unknown key 'promt'"
+
+
+def wrong_type(env):
+    edit(env / "environment.yaml", "version: 0.1.0", "version: [1, 2]")
+    return "environment.yaml:2", "version"
+
+
+def bad_name(env):
+    edit(env / "environment.yaml", "name: shop", "name: Shop Env")
+    return "environment.yaml:1", "should match pattern"
+
+
+def duplicate_key(env):
+    edit(env / "environment.yaml", "prompt: prompt.md", "prompt: prompt.md\nprompt: other.md")
+    return "environment.yaml:", "duplicate key"
+
+
+def missing_prompt(env):
+    (env / "prompt.md").unlink()
+    return "environment.yaml", "prompt file 'prompt.md' not found"
+
+
+def prompt_outside_folder(env):
+    edit(env / "environment.yaml", "prompt: prompt.md", "prompt: ../../../etc/passwd")
+    return "environment.yaml", "points outside the environment folder"
+
+
+def missing_manifest(env):
+    (env / "environment.yaml").unlink()
+    return "shop", "no environment.yaml in this folder"
+
+
+def unknown_column_type(env):
+    edit(env / "schema.yaml", "credit: {type: integer}", "credit: {type: money}")
+    return "schema.yaml:8", "credit.type"
+
+
+def primary_key_not_a_column(env):
+    edit(env / "schema.yaml", "primary_key: order_id", "primary_key: id")
+    return "schema.yaml:9", "primary_key 'id' is not a column"
+
+
+def reference_to_unknown_table(env):
+    edit(env / "schema.yaml", "references: customers.customer_id", "references: clients.id")
+    return "schema.yaml:1", "references unknown table 'clients'"
+
+
+def tool_without_implementation(env):
+    edit(env / "tools.yaml", "    implementation: impl.py:get_customer\n", "")
+    return "tools.yaml:2", "missing required key 'implementation'"
+
+
+def implementation_missing(env):
+    edit(env / "tools.yaml", "impl.py:get_customer", "impl.py:get_client")
+    return "tools.yaml:4", "'impl.py' has no 'get_client'"
+
+
+def implementation_file_missing(env):
+    edit(env / "tools.yaml", "impl.py:add_credit", "nowhere.py:add_credit")
+    return "tools.yaml:13", "Python file 'nowhere.py' not found"
+
+
+def signature_differs(env):
+    edit(env / "impl.py", "def add_credit(db, customer_id, amount):",
+         "def add_credit(db, customer_id, credit):\n    amount = credit")
+    return "tools.yaml:13", "'add_credit' does not match its spec: lacks amount; has credit"
+
+
+def required_param_has_default(env):
+    edit(env / "impl.py", "def get_customer(db, customer_id):", "def get_customer(db, customer_id=None):")
+    return "tools.yaml:4", "gives required 'customer_id' a default"
+
+
+def parameters_not_json_schema(env):
+    edit(env / "tools.yaml", "amount: {type: integer, minimum: 1}", "amount: {type: integr}")
+    return "tools.yaml:", "not a valid JSON Schema"
+
+
+def tool_declared_twice(env):
+    edit(env / "tools.yaml", "name: add_credit", "name: get_customer")
+    return "tools.yaml:13", "tool 'get_customer' is declared twice"
+
+
+def implementation_fails_to_import(env):
+    (env / "impl.py").write_text("import does_not_exist\n")
+    return "tools.yaml:4", "ModuleNotFoundError"
+
+
+def validators_fail_to_import(env):
+    (env / "validators.py").write_text("raise RuntimeError('oops')\n")
+    return "environment.yaml", "validators: 'validators.py' failed to import: RuntimeError: oops"
+
+
+def seed_violates_foreign_key(env):
+    edit(env / "data" / "orders.jsonl", '"customer_id": "c2"', '"customer_id": "c9"')
+    return "orders.jsonl: line 2", "refers to customers['c9'], which does not exist"
+
+
+def seed_violates_validator(env):
+    edit(env / "data" / "customers.json", '"credit": 0', '"credit": -5')
+    return "data", "customers['c2']: credit must not be negative"
+
+
+def seed_wrong_type(env):
+    edit(env / "data" / "customers.json", '"credit": 10', '"credit": "ten"')
+    return "customers.json: item 0", "column 'credit' expected integer"
+
+
+def seed_enum_violation(env):
+    edit(env / "data" / "customers.json", '"tier": "basic"', '"tier": "platinum"')
+    return "customers.json: item 1", "'platinum' is not one of ['basic', 'gold']"
+
+
+def seed_malformed_json(env):
+    (env / "data" / "customers.json").write_text('[\n {"customer_id": "c1",\n]\n')
+    return "customers.json:3", "invalid JSON"
+
+
+def seed_bad_jsonl_line(env):
+    with (env / "data" / "orders.jsonl").open("a") as fh:
+        fh.write("{oops}\n")
+    return "orders.jsonl:3", "invalid JSON"
+
+
+def seed_csv_bad_integer(env):
+    (env / "data" / "customers.json").unlink()
+    (env / "data" / "customers.csv").write_text(
+        "customer_id,name,tier,credit\nc1,Ana,gold,10\nc2,Bo,basic,lots\n")
+    return "customers.csv:3", "'lots' is not a valid integer"
+
+
+def seed_unknown_column(env):
+    edit(env / "data" / "customers.json", '"credit": 0', '"credit": 0, "colour": "red"')
+    return "customers.json: item 1", "unknown column 'colour'"
+
+
+def seed_missing_key(env):
+    edit(env / "data" / "orders.jsonl", '{"order_id": "o2", ', "{")
+    return "orders.jsonl: line 2", "orders row has no 'order_id'"
+
+
+CASES = [break_yaml, unknown_manifest_key, wrong_type, bad_name, duplicate_key, missing_prompt,
+         prompt_outside_folder, missing_manifest, unknown_column_type, primary_key_not_a_column,
+         reference_to_unknown_table, tool_without_implementation, implementation_missing,
+         implementation_file_missing, signature_differs, required_param_has_default,
+         parameters_not_json_schema, tool_declared_twice, implementation_fails_to_import,
+         validators_fail_to_import, seed_violates_foreign_key, seed_violates_validator,
+         seed_wrong_type, seed_enum_violation, seed_malformed_json, seed_bad_jsonl_line,
+         seed_csv_bad_integer, seed_unknown_column, seed_missing_key]
+
+
+def assert_one_clean_line(result, where: str, what: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    assert lines[0].startswith("error: ")
+    assert where in lines[0], lines[0]
+    assert what in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])
+def test_broken_environment(case, shop, runner):
+    where, what = case(shop)
+    result = runner.invoke(cli, ["validate", str(shop)])
+    assert_one_clean_line(result, where, what)
+
+
+def test_the_intact_environment_validates(shop, runner):
+    result = runner.invoke(cli, ["validate", str(shop)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "ok: shop 0.1.0 (2 tools, 2 tables, 1 validators)"
+
+
+def test_missing_folder(runner, tmp_path):
+    result = runner.invoke(cli, ["validate", str(tmp_path / "nope" / "env")])
+    assert_one_clean_line(result, "nope/env", "environment folder not found")
+
+
+def test_unknown_environment_name(runner):
+    result = runner.invoke(cli, ["validate", "no-such-env"])
+    assert_one_clean_line(result, "", "no environment named 'no-such-env'")
+
+
+@pytest.mark.parametrize("name", ["../escape", "/abs/path", "a/b", "Upper", "x" * 80, ".hidden"])
+def test_new_env_refuses_unsafe_names(name, runner, tmp_path):
+    result = runner.invoke(cli, ["new-env", name, "--dir", str(tmp_path)])
+    assert_one_clean_line(result, "new-env NAME", "invalid environment name")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_env_refuses_a_non_empty_folder(runner, tmp_path):
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "keep.txt").write_text("mine")
+    result = runner.invoke(cli, ["new-env", "shop", "--dir", str(tmp_path)])
+    assert_one_clean_line(result, "shop", "folder exists and is not empty")
+
+
+def _plugin(name, **hooks):
+    module = types.ModuleType(name)
+    for hook, fn in hooks.items():
+        setattr(module, hook, hookimpl(fn))
+    return module
+
+
+def test_duplicate_plugin_names(runner, tmp_path):
+    one = _plugin("acme", register_environments=lambda register: register("airline", tmp_path))
+    two = _plugin("acme_fork", register_environments=lambda register: register("acme/airline", tmp_path))
+    result = runner.invoke(cli, ["envs"], obj={"plugins": (one, two), "entry_points": False})
+    assert_one_clean_line(result, "", "environment 'acme/airline' is registered twice: by acme and by acme_fork")
+
+
+def test_two_plugins_with_one_module_name(runner, tmp_path):
+    one = _plugin("acme", register_environments=lambda register: register("a", tmp_path))
+    two = _plugin("acme", register_environments=lambda register: register("b", tmp_path))
+    result = runner.invoke(cli, ["envs"], obj={"plugins": (one, two), "entry_points": False})
+    assert_one_clean_line(result, "", "plugin registered twice: Plugin name already registered: acme")
+
+
+def test_misspelled_hook(runner):
+    bad = _plugin("typo", register_enviroments=lambda register: None)
+    result = runner.invoke(cli, ["plugins"], obj={"plugins": (bad,), "entry_points": False})
+    assert_one_clean_line(result, "", "unknown hook 'register_enviroments'")
+
+
+def test_plugin_command_clashing_with_a_builtin(runner):
+    import click
+
+    clash = _plugin("clash", register_commands=lambda register: register(click.Command("envs")))
+    result = runner.invoke(cli, ["plugins"], obj={"plugins": (clash,), "entry_points": False})
+    assert result.exit_code == 0  # listing is fine; the clash only matters if it would shadow
+    assert "registers command clash/envs" in result.output
+
+
+def test_plugin_that_fails_to_import_names_itself(tmp_path):
+    """Black box: an installed distribution whose entry point cannot be imported."""
+    dist = tmp_path / "site" / "brokenplug-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[intellagent]\nbroken = brokenplug_missing.plugin\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    proc = subprocess.run([sys.executable, "-m", "intellagent", "envs"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "plugin 'broken' (brokenplug_missing.plugin) of distribution brokenplug 1.0 failed to " \
+           "import: ModuleNotFoundError" in lines[0]
+
+
+def test_console_shows_no_traceback_for_bad_yaml(shop):
+    edit(shop / "environment.yaml", "prompt: prompt.md", "prompt: [prompt.md")
+    proc = subprocess.run([sys.executable, "-m", "intellagent", "validate", str(shop)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"{shop / 'environment.yaml'}:" in proc.stderr

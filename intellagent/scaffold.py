@@ -142,6 +142,7 @@ def update(project: Path, template_dir: Path) -> UpdateResult:
         elif new_hash != recorded.files.get(rel):
             (project / f"{rel}.new").write_text(text, encoding="utf-8")
             result.conflicts.append(rel)
+            hashes[rel] = new_hash  # the template's side is now seen; merging is the user's
     recorded.files = hashes
     recorded.template_digest = template_digest(template_dir)
     recorded.intellagent_version = __version__

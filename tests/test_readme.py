@@ -1,0 +1,30 @@
+"""The README stays true: CI runs its test command verbatim, and it documents every command."""
+
+from __future__ import annotations
+
+import re
+
+from intellagent.cli import cli
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text()
+
+
+def _test_command() -> str:
+    block = README.split("<!-- test-command -->", 1)[1]
+    return re.search(r"```bash\n(.+?)\n```", block, re.S).group(1).strip()
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert _test_command() in ci
+
+
+def test_every_cli_command_is_in_the_reference(runner):
+    reference = README.split("## CLI reference", 1)[1].split("\n## ", 1)[0]
+    result = runner.invoke(cli, ["--help"])
+    listing = result.output.split("Commands:", 1)[1]
+    commands = re.findall(r"^  (\S+)", listing, re.M)
+    assert commands
+    for name in commands:
+        assert f"`intellagent {name}" in reference, f"README's CLI reference lacks `{name}`"

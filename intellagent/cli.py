@@ -13,7 +13,7 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
-BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas")
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost")
 
 
 class Context:
@@ -182,6 +182,36 @@ def schemas(check: bool, out: Path) -> None:
         return
     for path in write_schemas(out):
         click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("run", default="latest")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True, help="Workspace folder holding intellagent.db.")
+def cost(run: str, workspace: Path) -> None:
+    """Cost and tokens of RUN (a run id, or latest) by stage and model."""
+    from intellagent.store import Store
+
+    if not (workspace / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    store = Store.for_workspace(workspace)
+    run_id = store.resolve_run(run)
+    rows = store.cost_summary(run_id)
+    click.echo(f"run {run_id}")
+    header = f"{'stage':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
+             f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10}"
+    click.echo(header)
+    totals = {"calls": 0, "cached": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
+              "cost_usd": 0.0}
+    for r in rows:
+        click.echo(f"{(r['stage'] or '-'):<12} {r['model']:<24} {r['calls']:>6} {r['cached']:>6} "
+                   f"{r['failed']:>6} {r['prompt_tokens']:>11} {r['completion_tokens']:>11} "
+                   f"{r['cost_usd']:>10.4f}")
+        for k in totals:
+            totals[k] += r[k]
+    click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
+               f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
+               f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -23,6 +23,10 @@ class ModelSettings(StrictModel):
     """One model endpoint. Keys come from environment variables only."""
 
     model: str = Field(description="e.g. 'gpt-4o-mini' or 'mock/schema'.")
+    provider: str | None = Field(default=None, description="LLM provider plugin; default 'mock' "
+                                                           "for mock/... models, else 'openai'.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific options "
+                                    "(e.g. replies for mock/scripted, function for mock/function).")
     base_url: str | None = Field(default=None, description="Any OpenAI-compatible endpoint.")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable "
                                                               "holding the API key.")
@@ -41,8 +45,13 @@ class ModelSettings(StrictModel):
         return None
 
 
+class Price(StrictModel):
+    input: float = Field(ge=0, description="Dollars per million prompt tokens.")
+    output: float = Field(ge=0, description="Dollars per million completion tokens.")
+
+
 class LLMSettings(StrictModel):
-    """A default model and optional overrides per role."""
+    """A default model, optional overrides per role, and the limits shared by all stages."""
 
     default: ModelSettings = Field(default_factory=lambda: ModelSettings(model="mock/schema"))
     extractor: ModelSettings | None = None
@@ -51,6 +60,29 @@ class LLMSettings(StrictModel):
     user: ModelSettings | None = None
     agent: ModelSettings | None = None
     critic: ModelSettings | None = None
+    max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    max_retries: int = Field(default=5, ge=0, description="Retries of a transient fault.")
+    validation_retries: int = Field(default=2, ge=0, description="Re-asks when structured output "
+                                                                 "does not fit, with the error.")
+    backoff_base: float = Field(default=0.5, gt=0, description="Seconds; doubles per retry.")
+    backoff_max: float = Field(default=30.0, gt=0)
+    timeout: float = Field(default=120.0, gt=0, description="Seconds per request.")
+    budget_usd: float | None = Field(default=None, ge=0, description="Stop launching calls when "
+                                                                     "this much is spent.")
+    budget_tokens: int | None = Field(default=None, ge=0)
+    cache: bool = True
+    prices: dict[str, Price] = Field(default_factory=dict, description="Overrides of the price "
+                                                                       "table, by model name.")
+
+    ROLES: ClassVar[tuple[str, ...]] = ("extractor", "edges", "generator", "user", "agent", "critic")
+
+    def for_role(self, role: str) -> ModelSettings:
+        """The role's own settings, else the default."""
+        if role in self.ROLES and getattr(self, role) is not None:
+            return getattr(self, role)
+        return self.default
 
 
 class StagesSpec(StrictModel):

@@ -3,14 +3,25 @@
 - ``intellagent_registry``: the registry of installed plugins.
 - ``intellagent_env``: ``intellagent_env(name_or_path)`` loads an environment strictly.
 - ``intellagent_workspace``: a temporary workspace folder.
+- ``mock_llm``: an :class:`~intellagent.llm.LLM` on ``mock/schema`` with an in-memory store.
+- ``scripted_llm``: ``scripted_llm(*replies)`` gives (llm, model) on ``mock/scripted``.
+- ``openai_server``: a local OpenAI-compatible server on 127.0.0.1.
+
+While tests run, ``INTELLAGENT_OFFLINE`` is set: a request to any model that is not a mock or
+on 127.0.0.1 raises instead of leaving the machine.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ["INTELLAGENT_OFFLINE"] = "1"
 
 
 @pytest.fixture
@@ -36,3 +47,33 @@ def intellagent_workspace(tmp_path: Path) -> Path:
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     return workspace
+
+
+@pytest.fixture
+def mock_llm():
+    from intellagent.llm import LLM
+
+    return LLM(seed=0)
+
+
+@pytest.fixture
+def scripted_llm():
+    from intellagent.llm import LLM
+    from intellagent.pipeline import LLMSettings, ModelSettings
+    from intellagent_plugins.providers.mock import ScriptedModel
+
+    def make(*replies, **settings):
+        model = ScriptedModel(replies)
+        llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted"), **settings),
+                  providers={"mock/scripted": model})
+        return llm, model
+
+    return make
+
+
+@pytest.fixture
+def openai_server():
+    from intellagent.testing.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        yield server

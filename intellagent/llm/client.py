@@ -1,0 +1,214 @@
+"""The one place every stage talks to models through: provider choice per role, retries with
+back-off, bounded concurrency and rate, token and cost accounting, a run budget, and the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from typing import Any, Awaitable, Callable, TypeVar
+
+from pydantic import BaseModel
+
+from intellagent.errors import IntellagentError
+from intellagent.llm.errors import ProviderError, RequestTimeout
+from intellagent.llm.limits import RateLimiter
+from intellagent.llm.prices import PriceTable
+from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.registry import Registry
+from intellagent.store import Store
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class LLM:
+    """Shared by all stages of a run. Calls never raise for a model fault: they return an
+    :class:`Outcome` whose status says whether there is a value."""
+
+    def __init__(self, settings: LLMSettings | None = None, *, store: Store | None = None,
+                 registry: Registry | None = None, run_id: str | None = None, seed: int = 0,
+                 cache: bool | None = None, model: str | None = None,
+                 providers: dict[str, Any] | None = None) -> None:
+        self.settings = settings or LLMSettings()
+        if model is not None:  # --model: replaces the default and every role's model
+            self.settings = _with_model(self.settings, model)
+        self.store = store or Store.in_memory()
+        self.registry = registry
+        self.run_id = run_id
+        self.seed = seed
+        self.cache_enabled = self.settings.cache if cache is None else cache
+        self.prices = PriceTable(self.settings.prices)
+        self.limiter = RateLimiter(self.settings.requests_per_minute, self.settings.tokens_per_minute)
+        self._semaphore = asyncio.Semaphore(self.settings.max_concurrency)
+        self._providers: dict[str, Any] = dict(providers or {})
+        self._jitter = random.Random()  # timing only; never shapes a result
+        self.spent_usd = 0.0
+        self.spent_tokens = 0
+        self.skipped_for_budget = 0
+        self.calls_made = 0
+
+    # -- providers ---------------------------------------------------------------------------
+
+    def settings_for(self, role: str) -> ModelSettings:
+        return self.settings.for_role(role)
+
+    def provider_for(self, role: str) -> Any:
+        settings = self.settings_for(role)
+        if settings.model in self._providers:
+            return self._providers[settings.model]
+        name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+        key = json.dumps([name, settings.model_dump()], sort_keys=True, default=str)
+        if key not in self._providers:
+            if self.registry is None:
+                from intellagent.registry import load_registry
+                self.registry = load_registry()
+            factory = self.registry.resolve("llm-provider", name).value
+            self._providers[key] = factory(settings, seed=self.seed)
+        return self._providers[key]
+
+    async def aclose(self) -> None:
+        for provider in self._providers.values():
+            close = getattr(provider, "aclose", None)
+            if close is not None:
+                await close()
+
+    # -- budget ------------------------------------------------------------------------------
+
+    @property
+    def budget_exhausted(self) -> bool:
+        s = self.settings
+        return ((s.budget_usd is not None and self.spent_usd >= s.budget_usd)
+                or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens))
+
+    def budget_message(self) -> str:
+        s = self.settings
+        limit = (f"${s.budget_usd:.4f}" if s.budget_usd is not None and self.spent_usd >= s.budget_usd
+                 else f"{s.budget_tokens} tokens")
+        return (f"budget of {limit} reached (spent ${self.spent_usd:.4f}, {self.spent_tokens} "
+                f"tokens); {self.skipped_for_budget} call(s) not made. Raise the budget and run "
+                "again to resume: finished work is kept.")
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def _request(self, role: str, messages: list[dict[str, Any]], **extra: Any) -> ChatRequest:
+        settings = self.settings_for(role)
+        return ChatRequest(model=settings.model, messages=messages, temperature=settings.temperature,
+                           max_tokens=settings.max_tokens, seed=self.seed, **extra)
+
+    async def chat(self, messages: list[dict[str, Any]], *, role: str = "default",
+                   stage: str | None = None, tools: list[dict[str, Any]] | None = None,
+                   tool_choice: Any = None) -> Outcome[ChatReply]:
+        """A chat completion, with tool calling when ``tools`` are given."""
+        request = self._request(role, messages, tools=tools or None, tool_choice=tool_choice)
+
+        async def invoke(provider: Any) -> tuple[ChatReply, Usage]:
+            reply = await provider.chat(request)
+            return reply, reply.usage
+
+        return await self._call("chat", role, stage, request, invoke,
+                                decode=ChatReply.model_validate, encode=lambda r: r.model_dump())
+
+    async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
+                         role: str = "default", stage: str | None = None) -> Outcome[M]:
+        """An instance of ``response_model``; output that does not fit is re-asked with the
+        validation error (``validation_retries`` times) before it counts as an infra error."""
+        request = self._request(role, messages, response_schema=response_model.model_json_schema())
+
+        async def invoke(provider: Any) -> tuple[M, Usage]:
+            return await provider.structured(request, response_model, self.settings.validation_retries)
+
+        return await self._call("structured", role, stage, request, invoke,
+                                decode=response_model.model_validate,
+                                encode=lambda v: v.model_dump(mode="json"))
+
+    async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
+                    invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
+                    decode: Callable[[Any], Any], encode: Callable[[Any], Any]) -> Outcome:
+        key = request.key()
+        settings = self.settings_for(role)
+        record = dict(run_id=self.run_id, stage=stage, role=role, model=request.model, kind=kind,
+                      request_hash=key)
+        if self.budget_exhausted:
+            self.skipped_for_budget += 1
+            return Outcome(status=Status.budget_exhausted, error=self.budget_message(),
+                           request_hash=key)
+        try:
+            provider = self.provider_for(role)
+        except IntellagentError:
+            raise  # configuration, not a model fault: the run cannot start
+        record["provider"] = getattr(provider, "name", None) or type(provider).__name__
+        cacheable = self.cache_enabled and getattr(provider, "cacheable", False)
+
+        if cacheable:
+            hit = self.store.cached(key)
+            if hit is not None:
+                usage = Usage(prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens)
+                self.store.record_call(**record, cached=True, attempts=0, outcome="ok",
+                                       prompt_tokens=usage.prompt_tokens,
+                                       completion_tokens=usage.completion_tokens)
+                return Outcome(status=Status.ok, value=decode(json.loads(hit.response)), usage=usage,
+                               cached=True, request_hash=key)
+
+        timeout = settings.timeout or self.settings.timeout
+        estimate = len(json.dumps(request.messages)) // 4 + (request.max_tokens or 256)
+        started = time.perf_counter()
+        attempts = 0
+        error: ProviderError | None = None
+        while True:
+            attempts += 1
+            try:
+                async with self._semaphore:
+                    if attempts == 1 and self.budget_exhausted:  # spent while waiting for a slot
+                        self.skipped_for_budget += 1
+                        return Outcome(status=Status.budget_exhausted, error=self.budget_message(),
+                                       request_hash=key)
+                    await self.limiter.acquire(estimate)
+                    self.calls_made += 1
+                    value, usage = await asyncio.wait_for(invoke(provider), timeout)
+                error = None
+                break
+            except asyncio.TimeoutError:
+                error = RequestTimeout(f"no answer within {timeout:g}s")
+            except ProviderError as exc:
+                error = exc
+            except Exception as exc:  # a provider bug must not kill the run either
+                error = ProviderError(f"{type(exc).__name__}: {exc}")
+            if not error.transient or attempts > self.settings.max_retries:
+                break
+            await asyncio.sleep(self._backoff(attempts, getattr(error, "retry_after", None)))
+
+        latency_ms = (time.perf_counter() - started) * 1000
+        if error is not None:
+            reason = f"{error.kind}: {error}" + (f" (after {attempts} attempts)" if attempts > 1 else "")
+            self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,
+                                   error=reason, latency_ms=latency_ms)
+            return Outcome(status=Status.infra_error, error=reason, attempts=attempts, request_hash=key)
+
+        cost = self.prices.cost(request.model, usage)
+        self.spent_usd += cost
+        self.spent_tokens += usage.total
+        if cacheable:
+            self.store.cache(key, model=request.model, kind=kind, response=encode(value),
+                             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+        self.store.record_call(**record, attempts=attempts, outcome="ok", latency_ms=latency_ms,
+                               prompt_tokens=usage.prompt_tokens,
+                               completion_tokens=usage.completion_tokens, cost_usd=cost)
+        return Outcome(status=Status.ok, value=value, usage=usage, cost_usd=cost, attempts=attempts,
+                       request_hash=key)
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential back-off with full jitter, never shorter than the server's Retry-After."""
+        ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** (attempt - 1))
+        delay = self._jitter.uniform(ceiling / 2, ceiling)
+        return max(delay, retry_after or 0.0)
+
+
+def _with_model(settings: LLMSettings, model: str) -> LLMSettings:
+    update: dict[str, Any] = {"default": settings.default.model_copy(update={"model": model})}
+    for role in LLMSettings.ROLES:
+        current = getattr(settings, role)
+        if current is not None:
+            update[role] = current.model_copy(update={"model": model})
+    return settings.model_copy(update=update)

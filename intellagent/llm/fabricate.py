@@ -1,0 +1,91 @@
+"""Deterministic fabrication of values that satisfy a JSON Schema (used by ``mock/schema`` and by
+the local test server): enums, nested objects, arrays, numeric and length bounds, ``$ref``."""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+from typing import Any
+
+WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "jade",
+         "kelp", "lumen", "maple", "nova", "onyx", "pine", "quartz", "river", "sage", "tide")
+
+
+def fabricate(schema: dict[str, Any], rng: random.Random, *, root: dict[str, Any] | None = None,
+              name: str = "value", depth: int = 0) -> Any:
+    """A value valid under ``schema`` (the common JSON Schema subset pydantic emits)."""
+    root = root if root is not None else schema
+    if "$ref" in schema:
+        target: Any = root
+        for part in schema["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        return fabricate({**target, **extra}, rng, root=root, name=name, depth=depth)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
+            return fabricate(rng.choice(options), rng, root=root, name=name, depth=depth)
+    if "allOf" in schema:
+        merged: dict[str, Any] = {}
+        for part in schema["allOf"]:
+            merged.update(part)
+        return fabricate(merged, rng, root=root, name=name, depth=depth)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        kind = "object" if "properties" in schema else "string"
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = set(schema.get("required", props))
+        out = {}
+        for key, sub in props.items():
+            if key in required or depth < 3:
+                out[key] = fabricate(sub, rng, root=root, name=key, depth=depth + 1)
+        return out
+    if kind == "array":
+        lo = schema.get("minItems", 1)
+        hi = schema.get("maxItems", max(lo, 3))
+        count = rng.randint(lo, max(lo, min(hi, lo + 3)))
+        items = schema.get("items", {"type": "string"})
+        values = [fabricate(items, rng, root=root, name=name, depth=depth + 1) for _ in range(count)]
+        if schema.get("uniqueItems"):
+            unique = []
+            for v in values:
+                if v not in unique:
+                    unique.append(v)
+            values = unique
+        return values
+    if kind == "integer":
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1 if "exclusiveMinimum" in schema else 0)
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", lo + 11) - 1 if "exclusiveMaximum" in schema else lo + 10)
+        return rng.randint(int(lo), int(max(lo, hi)))
+    if kind == "number":
+        lo = schema.get("minimum", schema.get("exclusiveMinimum", 0.0))
+        hi = schema.get("maximum", schema.get("exclusiveMaximum", lo + 10.0))
+        return round(rng.uniform(lo, hi), 2) if hi > lo else float(lo)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    return _string(schema, rng, name)
+
+
+def _string(schema: dict[str, Any], rng: random.Random, name: str) -> str:
+    fmt = schema.get("format")
+    if fmt == "date":
+        return (date(2024, 1, 1) + timedelta(days=rng.randint(0, 365))).isoformat()
+    if fmt == "date-time":
+        return (date(2024, 1, 1) + timedelta(days=rng.randint(0, 365))).isoformat() + "T12:00:00"
+    if fmt == "email":
+        return f"{rng.choice(WORDS)}@example.com"
+    lo = schema.get("minLength", 1)
+    hi = schema.get("maxLength", max(lo, 60))
+    text = f"{name} " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+    while len(text) < lo:
+        text += " " + rng.choice(WORDS)
+    return text[:hi]

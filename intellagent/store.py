@@ -1,0 +1,203 @@
+"""The store: SQLModel over SQLite (one file per workspace) or any SQLAlchemy URL.
+
+Every model call is a row (the cost report and the debugging trail), every cacheable response is
+a row keyed by the hash of its request (the cache). Schema changes are append-only numbered
+migrations recorded in ``migrations``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel, select
+
+from intellagent.errors import IntellagentError
+
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    id: str = Field(primary_key=True)
+    created_at: float
+    environment: str | None = None
+    seed: int = 0
+    config: str = "{}"
+    status: str = "running"
+
+
+class LLMCallRow(SQLModel, table=True):
+    __tablename__ = "llm_calls"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    stage: str | None = None
+    role: str
+    model: str
+    provider: str
+    request_hash: str = Field(index=True)
+    kind: str  # "chat" | "structured"
+    cached: bool = False
+    attempts: int = 1
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+    outcome: str  # "ok" | "infra-error" | "budget-exhausted"
+    error: str | None = None
+    created_at: float
+
+
+class CachedResponseRow(SQLModel, table=True):
+    __tablename__ = "llm_cache"
+    request_hash: str = Field(primary_key=True)
+    model: str
+    kind: str
+    response: str  # JSON
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    created_at: float
+
+
+class MigrationRow(SQLModel, table=True):
+    __tablename__ = "migrations"
+    id: int = Field(primary_key=True)
+    name: str
+    applied_at: float
+
+
+def _create(*models: type[SQLModel]) -> Callable[[sa.Connection], None]:
+    def apply(conn: sa.Connection) -> None:
+        SQLModel.metadata.create_all(conn, tables=[m.__table__ for m in models])
+    return apply
+
+
+#: Append-only: never edit an applied migration, add the next number.
+MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
+    (1, "runs, llm_calls, llm_cache", _create(RunRow, LLMCallRow, CachedResponseRow)),
+]
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+class Store:
+    """Rows of runs, model calls and cached responses."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = sa.create_engine(url)
+        if self.engine.dialect.name == "sqlite":
+            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.migrate()
+
+    @classmethod
+    def for_workspace(cls, workspace: str | Path) -> "Store":
+        folder = Path(workspace)
+        folder.mkdir(parents=True, exist_ok=True)
+        return cls(f"sqlite:///{folder / 'intellagent.db'}")
+
+    @classmethod
+    def in_memory(cls) -> "Store":
+        return cls("sqlite://")
+
+    def migrate(self) -> list[int]:
+        applied_now = []
+        with self.engine.begin() as conn:
+            SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
+            done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}
+            for number, name, apply in MIGRATIONS:
+                if number in done:
+                    continue
+                apply(conn)
+                conn.execute(sa.insert(MigrationRow.__table__).values(
+                    id=number, name=name, applied_at=time.time()))
+                applied_now.append(number)
+        return applied_now
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def start_run(self, *, environment: str | None = None, seed: int = 0,
+                  config: dict | None = None, run_id: str | None = None) -> str:
+        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(RunRow.__table__).values(
+                id=run_id, created_at=time.time(), environment=environment, seed=seed,
+                config=json.dumps(config or {}, sort_keys=True)))
+        return run_id
+
+    def resolve_run(self, run: str) -> str:
+        """A run id, or ``latest``."""
+        with self.engine.connect() as conn:
+            if run == "latest":
+                row = conn.execute(sa.select(RunRow.__table__.c.id)
+                                   .order_by(RunRow.__table__.c.created_at.desc()).limit(1)).first()
+            else:
+                row = conn.execute(sa.select(RunRow.__table__.c.id)
+                                   .where(RunRow.__table__.c.id == run)).first()
+        if row is None:
+            raise IntellagentError(f"no run '{run}' in this workspace", item=self.url)
+        return row[0]
+
+    # -- model calls -----------------------------------------------------------------------
+
+    def record_call(self, **fields: Any) -> None:
+        fields.setdefault("created_at", time.time())
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(LLMCallRow.__table__).values(**fields))
+
+    def calls(self, run_id: str | None = None) -> list[LLMCallRow]:
+        with self.engine.connect() as conn:
+            query = select(LLMCallRow)
+            if run_id is not None:
+                query = query.where(LLMCallRow.run_id == run_id)
+            return [LLMCallRow.model_validate(r._mapping) for r in conn.execute(
+                query.order_by(LLMCallRow.id))]
+
+    def cost_summary(self, run_id: str) -> list[dict[str, Any]]:
+        """Calls, tokens and dollars by stage and model for one run."""
+        t = LLMCallRow.__table__.c
+        query = (sa.select(t.stage, t.model, sa.func.count().label("calls"),
+                           sa.func.sum(sa.cast(t.cached, sa.Integer)).label("cached"),
+                           sa.func.sum(t.prompt_tokens).label("prompt_tokens"),
+                           sa.func.sum(t.completion_tokens).label("completion_tokens"),
+                           sa.func.sum(t.cost_usd).label("cost_usd"),
+                           sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"))
+                 .where(t.run_id == run_id).group_by(t.stage, t.model).order_by(t.stage, t.model))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    # -- cache -----------------------------------------------------------------------------
+
+    def cached(self, request_hash: str) -> CachedResponseRow | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(CachedResponseRow.__table__)
+                               .where(CachedResponseRow.__table__.c.request_hash == request_hash)).first()
+        return CachedResponseRow.model_validate(row._mapping) if row else None
+
+    def cache(self, request_hash: str, *, model: str, kind: str, response: Any,
+              prompt_tokens: int, completion_tokens: int) -> None:
+        values = dict(request_hash=request_hash, model=model, kind=kind,
+                      response=json.dumps(response, sort_keys=True), prompt_tokens=prompt_tokens,
+                      completion_tokens=completion_tokens, created_at=time.time())
+        table = CachedResponseRow.__table__
+        with self.engine.begin() as conn:
+            exists = conn.execute(sa.select(table.c.request_hash)
+                                  .where(table.c.request_hash == request_hash)).first()
+            if exists is None:
+                conn.execute(sa.insert(table).values(**values))
+
+    def table_counts(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return {name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+                    for name, t in SQLModel.metadata.tables.items() if name in _OWN_TABLES}
+
+
+_OWN_TABLES: Iterable[str] = ("runs", "llm_calls", "llm_cache", "migrations")

@@ -1,0 +1,235 @@
+"""A small OpenAI-compatible chat-completions server for tests and benchmarks, on 127.0.0.1.
+
+It answers ``POST /v1/chat/completions`` with plain replies, tool calls (including the forced
+tool call instructor uses for structured output) and JSON-schema responses, all fabricated
+deterministically from the request. It can add latency and inject faults: ``429`` (with
+``Retry-After``), ``500``, ``503``, ``reset`` (connection dropped), ``timeout`` (no answer),
+``malformed`` (body that is not JSON) and ``invalid`` (JSON that fails the response model).
+
+    with OpenAIServer(latency=0.2, fault_rate=0.2) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="x")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import threading
+import time
+from collections import Counter, deque
+from typing import Any, Callable, Iterable
+
+from intellagent.llm.fabricate import WORDS, fabricate
+
+FAULTS = ("429", "500", "503", "reset", "timeout", "malformed", "invalid")
+
+Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+class OpenAIServer:
+    """Run with ``with OpenAIServer(...) as server`` or ``start()``/``stop()``."""
+
+    def __init__(self, *, latency: float = 0.0, fault_rate: float = 0.0,
+                 fault_kinds: Iterable[str] = FAULTS, faults: Iterable[str] = (),
+                 retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
+                 responder: Responder | None = None) -> None:
+        self.latency = latency
+        self.fault_rate = fault_rate
+        self.fault_kinds = list(fault_kinds)
+        self.scheduled: deque[str] = deque(faults)  # faults for the next requests, in order
+        self.retry_after = retry_after
+        self.timeout_hang = timeout_hang
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.faults_sent: Counter[str] = Counter()
+        self._rng = random.Random(seed)
+        self._seed = seed
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def schedule(self, *faults: str) -> None:
+        for fault in faults:
+            if fault not in FAULTS:
+                raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        self.scheduled.extend(faults)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "OpenAIServer":
+        self._thread = threading.Thread(target=self._run, name="openai-test-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("test server did not start")
+        return self
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+
+        async def boot() -> None:
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=512)
+            self.port = self._server.sockets[0].getsockname()[1]
+            self._ready.set()
+
+        self._loop.run_until_complete(boot())
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None
+            self._server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._loop = None
+
+    def __enter__(self) -> "OpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {k.strip().lower(): v.strip() for k, v in
+                           (line.split(":", 1) for line in lines[1:] if ":" in line)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                keep_alive = headers.get("connection", "").lower() != "close"
+                if not await self._respond(method, path, body, writer):
+                    return
+                if not keep_alive:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            try:
+                writer.close()
+            except Exception:
+                pass
+
+    async def _respond(self, method: str, path: str, body: bytes,
+                       writer: asyncio.StreamWriter) -> bool:
+        if method != "POST" or path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+            return True
+        try:
+            request = json.loads(body or b"{}")
+        except json.JSONDecodeError:
+            self._send(writer, 400, {"error": {"message": "body is not JSON"}})
+            return True
+        self.requests.append(request)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+        finally:
+            self.in_flight -= 1
+        fault = self._next_fault()
+        if fault:
+            self.faults_sent[fault] += 1
+        if fault == "reset":
+            writer.transport.abort()
+            return False
+        if fault == "timeout":
+            await asyncio.sleep(self.timeout_hang)
+            writer.transport.abort()
+            return False
+        if fault == "429":
+            self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}},
+                       {"Retry-After": f"{self.retry_after:g}"})
+            return True
+        if fault in ("500", "503"):
+            self._send(writer, int(fault), {"error": {"message": "server trouble"}})
+            return True
+        if fault == "malformed":
+            self._send_raw(writer, 200, b'{"id": "chatcmpl-x", "choices": [{"mess')
+            return True
+        self._send(writer, 200, self._completion(request, invalid=fault == "invalid"))
+        return True
+
+    def _next_fault(self) -> str | None:
+        if self.scheduled:
+            return self.scheduled.popleft()
+        if self.fault_rate and self._rng.random() < self.fault_rate:
+            return self._rng.choice(self.fault_kinds)
+        return None
+
+    def _send(self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any],
+              headers: dict[str, str] | None = None) -> None:
+        self._send_raw(writer, status, json.dumps(payload).encode(), headers)
+
+    @staticmethod
+    def _send_raw(writer: asyncio.StreamWriter, status: int, data: bytes,
+                  headers: dict[str, str] | None = None) -> None:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(data)}\r\n{extra}\r\n".encode() + data)
+
+    # -- completions -------------------------------------------------------------------------
+
+    def _completion(self, request: dict[str, Any], *, invalid: bool) -> dict[str, Any]:
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+        rng = random.Random(f"{self._seed}:{digest}")
+        message = self.responder(request) if self.responder else None
+        if message is None:
+            message = self._fabricated(request, rng, invalid)
+        text = json.dumps(message)
+        return {
+            "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": request.get("model", "test"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
+                      "completion_tokens": max(1, len(text) // 4),
+                      "total_tokens": 0},
+        }
+
+    @staticmethod
+    def _fabricated(request: dict[str, Any], rng: random.Random, invalid: bool) -> dict[str, Any]:
+        tools = request.get("tools") or []
+        choice = request.get("tool_choice")
+        forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        response_format = request.get("response_format") or {}
+        last_role = (request.get("messages") or [{}])[-1].get("role")
+        if forced or (tools and last_role != "tool" and rng.random() < 0.5):
+            tool = next((t["function"] for t in tools if t["function"]["name"] == forced),
+                        rng.choice(tools)["function"] if tools else {"name": forced})
+            args = {"unexpected": "shape"} if invalid else fabricate(
+                tool.get("parameters", {"type": "object"}), rng)
+            return {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{rng.getrandbits(32):08x}", "type": "function",
+                "function": {"name": tool["name"], "arguments": json.dumps(args)}}]}
+        if response_format.get("type") == "json_schema":
+            schema = response_format["json_schema"].get("schema", {})
+            content = "{}" if invalid else json.dumps(fabricate(schema, rng))
+            return {"role": "assistant", "content": content}
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
+        return {"role": "assistant", "content": f"Test server reply: {words}."}

@@ -1,0 +1,188 @@
+"""Mock models that make every stage run offline and deterministically.
+
+- ``mock/schema``: fabricates a valid instance of any response model from the run seed and the
+  request; chat replies are deterministic text, or a tool call with valid arguments.
+- ``mock/scripted``: replies from a queue and records every request (``enqueue``, ``history``).
+- ``mock/function``: replies from a Python callable ``fn(request, response_model)``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from intellagent.environment.refs import resolve
+from intellagent.errors import ConfigError
+from intellagent.llm.errors import OutputInvalid
+from intellagent.llm.fabricate import WORDS, fabricate
+from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
+from intellagent.pipeline import ModelSettings
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def estimate_usage(request: ChatRequest, output: str) -> Usage:
+    """Token counts the way a model would roughly report them (4 characters a token)."""
+    prompt = len(json.dumps(request.messages)) + len(json.dumps(request.tools or []))
+    return Usage(prompt_tokens=max(1, prompt // 4), completion_tokens=max(1, len(output) // 4))
+
+
+class SchemaModel:
+    """Deterministic: the same seed and request always give the same reply."""
+
+    cacheable = True
+
+    def __init__(self, seed: int = 0, tool_call_rate: float = 0.5) -> None:
+        self.seed = seed
+        self.tool_call_rate = tool_call_rate
+        self.requests = 0
+
+    def _rng(self, request: ChatRequest) -> random.Random:
+        return random.Random(f"{self.seed}:{request.key()}")
+
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        self.requests += 1
+        rng = self._rng(request)
+        last_role = request.messages[-1].get("role") if request.messages else None
+        if request.tools and last_role != "tool" and rng.random() < self.tool_call_rate:
+            tool = rng.choice(request.tools)["function"]
+            args = fabricate(tool.get("parameters", {"type": "object"}), rng)
+            call = ToolCall(id=f"call_{rng.getrandbits(32):08x}", name=tool["name"],
+                            arguments=json.dumps(args))
+            return ChatReply(tool_calls=[call], finish_reason="tool_calls",
+                             usage=estimate_usage(request, call.arguments))
+        text = "Mock reply: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12))) + "."
+        return ChatReply(content=text, finish_reason="stop", usage=estimate_usage(request, text))
+
+    async def structured(self, request: ChatRequest, response_model: type[M],
+                         validation_retries: int) -> tuple[M, Usage]:
+        self.requests += 1
+        rng = self._rng(request)
+        schema = response_model.model_json_schema()
+        error: Exception | None = None
+        for _ in range(validation_retries + 1):
+            data = fabricate(schema, rng)
+            try:
+                value = response_model.model_validate(data)
+            except ValidationError as exc:  # a custom validator the schema cannot express
+                error = exc
+                continue
+            return value, estimate_usage(request, json.dumps(data))
+        raise OutputInvalid(f"mock/schema could not fabricate a valid {response_model.__name__}: "
+                            f"{str(error).splitlines()[0]}")
+
+
+def _as_reply(item: Any, request: ChatRequest, n: int) -> ChatReply:
+    if isinstance(item, ChatReply):
+        return item
+    if isinstance(item, str):
+        return ChatReply(content=item, finish_reason="stop", usage=estimate_usage(request, item))
+    if isinstance(item, dict):
+        calls = [ToolCall(id=c.get("id", f"call_{n}_{i}"), name=c["name"],
+                          arguments=c["arguments"] if isinstance(c.get("arguments"), str)
+                          else json.dumps(c.get("arguments", {})))
+                 for i, c in enumerate(item.get("tool_calls", []))]
+        content = item.get("content")
+        return ChatReply(content=content, tool_calls=calls,
+                         finish_reason="tool_calls" if calls else "stop",
+                         usage=estimate_usage(request, (content or "") + json.dumps(item)))
+    raise TypeError(f"cannot turn {type(item).__name__} into a chat reply")
+
+
+def _as_model(item: Any, response_model: type[M]) -> M:
+    if isinstance(item, response_model):
+        return item
+    if isinstance(item, BaseModel):
+        item = item.model_dump()
+    if isinstance(item, str):
+        return response_model.model_validate_json(item)
+    return response_model.model_validate(item)
+
+
+class ScriptedModel:
+    """Replies from a queue. An exception in the queue is raised instead of replying; a structured
+    reply that does not validate consumes the next item, as a re-ask would."""
+
+    cacheable = False
+
+    def __init__(self, replies: Iterable[Any] = ()) -> None:
+        self.queue: deque[Any] = deque(replies)
+        self.history: list[ChatRequest] = []
+        self.validation_errors: list[str] = []
+
+    def enqueue(self, *replies: Any) -> "ScriptedModel":
+        self.queue.extend(replies)
+        return self
+
+    def _next(self, request: ChatRequest) -> Any:
+        self.history.append(request)
+        if not self.queue:
+            raise OutputInvalid("mock/scripted has no reply left in its queue")
+        item = self.queue.popleft()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        return _as_reply(self._next(request), request, len(self.history))
+
+    async def structured(self, request: ChatRequest, response_model: type[M],
+                         validation_retries: int) -> tuple[M, Usage]:
+        for attempt in range(validation_retries + 1):
+            item = self._next(request)
+            try:
+                value = _as_model(item, response_model)
+            except ValidationError as exc:
+                self.validation_errors.append(str(exc))
+                request = request.model_copy(update={"messages": request.messages + [
+                    {"role": "user", "content": f"Fix these errors: {exc}"}]})
+                continue
+            return value, estimate_usage(request, value.model_dump_json())
+        raise OutputInvalid(f"output did not fit {response_model.__name__} after "
+                            f"{validation_retries + 1} attempts: {self.validation_errors[-1].splitlines()[0]}")
+
+
+class FunctionModel:
+    """Replies computed by ``fn(request, response_model)`` (``response_model`` is None for chat)."""
+
+    cacheable = False
+
+    def __init__(self, fn: Callable[[ChatRequest, type[BaseModel] | None], Any]) -> None:
+        self.fn = fn
+        self.history: list[ChatRequest] = []
+
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        self.history.append(request)
+        return _as_reply(self.fn(request, None), request, len(self.history))
+
+    async def structured(self, request: ChatRequest, response_model: type[M],
+                         validation_retries: int) -> tuple[M, Usage]:
+        self.history.append(request)
+        try:
+            value = _as_model(self.fn(request, response_model), response_model)
+        except ValidationError as exc:
+            raise OutputInvalid(f"mock/function output did not fit {response_model.__name__}: "
+                                f"{str(exc).splitlines()[0]}") from None
+        return value, estimate_usage(request, value.model_dump_json())
+
+
+def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
+    """Build the mock named by ``settings.model`` (``mock/schema|scripted|function``)."""
+    kind = settings.model.removeprefix("mock/")
+    options = dict(settings.options)
+    if kind == "schema":
+        return SchemaModel(seed=seed, tool_call_rate=float(options.get("tool_call_rate", 0.5)))
+    if kind == "scripted":
+        return ScriptedModel(options.get("replies", []))
+    if kind == "function":
+        ref = options.get("function")
+        if not ref:
+            raise ConfigError("mock/function needs options: {function: 'module:callable'}")
+        return FunctionModel(resolve(ref, Path.cwd()))
+    raise ConfigError(f"unknown mock model '{settings.model}' (mock/schema, mock/scripted, "
+                      "mock/function)")

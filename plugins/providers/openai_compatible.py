@@ -1,0 +1,149 @@
+"""Any OpenAI-compatible endpoint (OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM
+proxy) through the async ``openai`` client, with ``instructor`` for structured outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import instructor
+import openai
+from instructor.core import InstructorRetryException
+from pydantic import BaseModel, ValidationError
+
+from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
+                                    ProviderError, RateLimited, RealModelForbidden,
+                                    RequestRejected, RequestTimeout, ServerError)
+from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
+from intellagent.pipeline import ModelSettings
+
+M = TypeVar("M", bound=BaseModel)
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+logging.getLogger("instructor").setLevel(logging.CRITICAL)  # we report failures ourselves
+
+
+def _is_local(base_url: str | None) -> bool:
+    if not base_url:
+        return False
+    host = urlparse(base_url).hostname or ""
+    return host in LOOPBACK or host.startswith("127.")
+
+
+class OpenAIProvider:
+    """Chat (with tool calling) and structured output over HTTP."""
+
+    cacheable = True
+
+    def __init__(self, settings: ModelSettings, *, seed: int = 0) -> None:
+        base_url = settings.base_url or os.environ.get("OPENAI_BASE_URL")
+        if os.environ.get("INTELLAGENT_OFFLINE") and not _is_local(base_url):
+            raise RealModelForbidden(
+                f"model '{settings.model}' at {base_url or 'the OpenAI API'} is not local and "
+                "INTELLAGENT_OFFLINE is set (tests may only use mock/... models or 127.0.0.1)")
+        key_var = settings.api_key_env or "OPENAI_API_KEY"
+        api_key = os.environ.get(key_var)
+        if not api_key:
+            if not _is_local(base_url):
+                raise RealModelForbidden(f"no API key for model '{settings.model}': set {key_var}")
+            api_key = "local"
+        self.model = settings.model
+        self._client_args = dict(base_url=base_url, api_key=api_key, max_retries=0,
+                                 timeout=settings.timeout or 120.0)
+        self._clients: dict[int, tuple[openai.AsyncOpenAI, Any]] = {}
+
+    def _for_this_loop(self) -> tuple[openai.AsyncOpenAI, Any]:
+        """HTTP connections belong to one event loop: one client per loop that uses us."""
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._clients:
+            client = openai.AsyncOpenAI(**self._client_args)
+            self._clients[loop] = (client, instructor.from_openai(client, mode=instructor.Mode.TOOLS))
+        return self._clients[loop]
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": request.messages}
+        for name in ("temperature", "max_tokens", "seed", "tool_choice"):
+            value = getattr(request, name)
+            if value is not None:
+                params[name] = value
+        if request.tools:
+            params["tools"] = request.tools
+        return params
+
+    async def chat(self, request: ChatRequest) -> ChatReply:
+        try:
+            client, _ = self._for_this_loop()
+            response = await client.chat.completions.create(**self._params(request))
+        except Exception as exc:
+            raise _translate(exc) from exc
+        choice = response.choices[0]
+        usage = response.usage
+        return ChatReply(
+            content=choice.message.content,
+            tool_calls=[ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
+                        for c in (choice.message.tool_calls or [])],
+            finish_reason=choice.finish_reason,
+            usage=Usage(prompt_tokens=usage.prompt_tokens if usage else 0,
+                        completion_tokens=usage.completion_tokens if usage else 0))
+
+    async def structured(self, request: ChatRequest, response_model: type[M],
+                         validation_retries: int) -> tuple[M, Usage]:
+        params = self._params(request)
+        params.pop("tool_choice", None)
+        try:
+            _, structured_client = self._for_this_loop()
+            value, completion = await structured_client.chat.completions.create_with_completion(
+                response_model=response_model, max_retries=validation_retries, **params)
+        except InstructorRetryException as exc:
+            cause = exc.__cause__ or exc
+            if isinstance(cause, (ValidationError, json.JSONDecodeError)) or "validation" in str(exc).lower():
+                raise OutputInvalid(f"output did not fit {response_model.__name__} after "
+                                    f"{validation_retries + 1} attempts: {_short(cause)}") from exc
+            raise _translate(cause) from exc
+        except Exception as exc:
+            raise _translate(exc) from exc
+        total = getattr(value, "_total_usage", None) or getattr(completion, "usage", None)
+        usage = Usage(prompt_tokens=getattr(total, "prompt_tokens", 0) or 0,
+                      completion_tokens=getattr(total, "completion_tokens", 0) or 0)
+        return value, usage
+
+    async def aclose(self) -> None:
+        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client[0].close()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _translate(exc: BaseException) -> ProviderError:
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, openai.RateLimitError):
+        retry_after = None
+        header = exc.response.headers.get("retry-after") if exc.response is not None else None
+        if header:
+            try:
+                retry_after = float(header)
+            except ValueError:
+                retry_after = None
+        return RateLimited(f"429 rate limited: {_short(exc)}", retry_after)
+    if isinstance(exc, openai.APITimeoutError):
+        return RequestTimeout("request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return ConnectionLost(f"connection failed: {_short(exc.__cause__ or exc)}")
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500:
+            return ServerError(f"{exc.status_code} from server: {_short(exc)}")
+        return RequestRejected(f"{exc.status_code}: {_short(exc)}")
+    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
+        return MalformedResponse(f"response was not valid JSON: {_short(exc)}")
+    if isinstance(exc, ValidationError):
+        return OutputInvalid(_short(exc))
+    return ServerError(f"{type(exc).__name__}: {_short(exc)}")

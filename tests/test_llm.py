@@ -1,0 +1,403 @@
+"""The LLM layer: mock models, the real openai + instructor path over HTTP against the local
+server, every fault kind, limits, the budget, the cache and the call log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Literal
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field, field_validator
+
+from intellagent.cli import cli
+from intellagent.errors import ConfigError
+from intellagent.llm import LLM, Status
+from intellagent.llm.errors import RealModelForbidden
+from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, Price
+from intellagent.store import Store
+from intellagent.testing.openai_server import OpenAIServer
+from intellagent.yamlio import load_model
+from intellagent_plugins.providers.mock import SchemaModel
+
+USER = [{"role": "user", "content": "List the policies."}]
+
+
+class Policy(BaseModel):
+    name: str = Field(min_length=3, max_length=30)
+    category: Literal["privacy", "payment", "escalation"]
+    challenge: int = Field(ge=1, le=5)
+    tags: list[str] = Field(min_length=1, max_length=3)
+    weight: float = Field(ge=0, le=1)
+
+
+class Policies(BaseModel):
+    policies: list[Policy] = Field(min_length=2, max_length=4)
+    notes: str | None = None
+
+
+class Verdict(BaseModel):
+    passed: bool
+    reason: str
+
+
+TOOL = {"type": "function", "function": {"name": "lookup", "description": "Find an order.",
+        "parameters": {"type": "object", "properties": {
+            "order_id": {"type": "string"}, "qty": {"type": "integer", "minimum": 1, "maximum": 3}},
+            "required": ["order_id", "qty"]}}}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def http_llm(server: OpenAIServer, **settings) -> LLM:
+    timeout = settings.pop("request_timeout", None)
+    model = ModelSettings(model="gpt-4o-mini", base_url=server.base_url, timeout=timeout)
+    settings.setdefault("backoff_base", 0.01)
+    return LLM(LLMSettings(default=model, **settings), seed=7)
+
+
+# -- mock/schema ---------------------------------------------------------------------------------
+
+def test_mock_schema_fabricates_valid_deterministic_instances():
+    first = run(LLM(seed=1).structured(USER, Policies))
+    again = run(LLM(seed=1).structured(USER, Policies))
+    other_seed = run(LLM(seed=2).structured(USER, Policies))
+    other_request = run(LLM(seed=1).structured(USER + [{"role": "user", "content": "more"}], Policies))
+    assert first.ok and first.value == again.value
+    assert first.value != other_seed.value and first.value != other_request.value
+    for value in (first.value, other_seed.value, other_request.value):
+        assert 2 <= len(value.policies) <= 4
+        for p in value.policies:
+            assert p.category in ("privacy", "payment", "escalation") and 1 <= p.challenge <= 5
+
+
+def test_mock_schema_chat_text_and_valid_tool_calls():
+    llm = LLM(seed=0)
+    calls = [run(llm.chat([{"role": "user", "content": f"q{i}"}], tools=[TOOL])).value for i in range(20)]
+    tool_calls = [c.tool_calls[0] for c in calls if c.tool_calls]
+    texts = [c.content for c in calls if not c.tool_calls]
+    assert tool_calls and texts
+    for call in tool_calls:
+        assert call.name == "lookup"
+        jsonschema.validate(json.loads(call.arguments), TOOL["function"]["parameters"])
+    after_tool = run(llm.chat([{"role": "user", "content": "q"}, {"role": "tool", "content": "{}",
+                                                                  "tool_call_id": "x"}], tools=[TOOL]))
+    assert after_tool.value.content and not after_tool.value.tool_calls
+
+
+def test_mock_schema_reports_models_it_cannot_satisfy():
+    class Impossible(BaseModel):
+        code: str
+
+        @field_validator("code")
+        @classmethod
+        def never(cls, value):
+            raise ValueError("no code is good enough")
+
+    outcome = run(LLM().structured(USER, Impossible))
+    assert outcome.status is Status.infra_error
+    assert "could not fabricate a valid Impossible" in outcome.error
+
+
+# -- mock/scripted and mock/function -------------------------------------------------------------
+
+def test_scripted_replies_in_order_and_records_requests(scripted_llm):
+    llm, model = scripted_llm("hello", {"tool_calls": [{"name": "lookup", "arguments": {"order_id": "A", "qty": 1}}]},
+                              {"passed": True, "reason": "ok"})
+    assert run(llm.chat(USER)).value.content == "hello"
+    reply = run(llm.chat(USER, tools=[TOOL])).value
+    assert reply.tool_calls[0].name == "lookup" and json.loads(reply.tool_calls[0].arguments)["qty"] == 1
+    assert run(llm.structured(USER, Verdict)).value == Verdict(passed=True, reason="ok")
+    assert len(model.history) == 3 and model.history[1].tools == [TOOL]
+    empty = run(llm.chat(USER))
+    assert empty.status is Status.infra_error and "no reply left" in empty.error
+
+
+def test_scripted_validation_retry_feeds_the_error_back(scripted_llm):
+    llm, model = scripted_llm({"passed": "maybe"}, {"passed": False, "reason": "fixed"})
+    outcome = run(llm.structured(USER, Verdict))
+    assert outcome.ok and outcome.value.reason == "fixed"
+    assert "Fix these errors" in model.history[1].messages[-1]["content"]
+    assert "reason" in model.history[1].messages[-1]["content"]
+
+
+def test_scripted_validation_retries_are_bounded(scripted_llm):
+    llm, model = scripted_llm({"x": 1}, {"x": 2}, {"x": 3}, {"x": 4}, validation_retries=1)
+    outcome = run(llm.structured(USER, Verdict))
+    assert outcome.status is Status.infra_error and "after 2 attempts" in outcome.error
+    assert len(model.history) == 2 and len(model.queue) == 2
+
+
+def reply_with_length(request, response_model):
+    text = request.messages[-1]["content"]
+    if response_model is None:
+        return f"{len(text)} characters"
+    return {"passed": len(text) > 5, "reason": text}
+
+
+def test_function_model_from_yaml(tmp_path, monkeypatch):
+    (tmp_path / "pipeline.yaml").write_text(
+        "llm:\n  default: {model: mock/function, options: {function: 'tests.test_llm:reply_with_length'}}\n")
+    spec = load_model(PipelineSpec, tmp_path / "pipeline.yaml")
+    llm = LLM(spec.llm)
+    assert run(llm.chat([{"role": "user", "content": "abc"}])).value.content == "3 characters"
+    assert run(llm.structured([{"role": "user", "content": "long enough"}], Verdict)).value.passed
+
+
+def test_scripted_model_from_yaml(tmp_path):
+    (tmp_path / "pipeline.yaml").write_text(
+        "llm:\n  default:\n    model: mock/scripted\n    options:\n      replies: [first, second]\n")
+    llm = LLM(load_model(PipelineSpec, tmp_path / "pipeline.yaml").llm)
+    assert [run(llm.chat(USER)).value.content for _ in range(2)] == ["first", "second"]
+
+
+def test_roles_and_model_override():
+    settings = LLMSettings(default=ModelSettings(model="mock/schema"),
+                           critic=ModelSettings(model="mock/scripted", options={"replies": ["c"]}))
+    llm = LLM(settings)
+    assert llm.settings_for("critic").model == "mock/scripted"
+    assert llm.settings_for("user").model == "mock/schema"
+    assert run(llm.chat(USER, role="critic")).value.content == "c"
+    overridden = LLM(settings, model="mock/schema")
+    assert overridden.settings_for("critic").model == "mock/schema"
+
+
+def test_literal_api_keys_are_refused_in_yaml(tmp_path):
+    (tmp_path / "p.yaml").write_text("llm:\n  default:\n    model: gpt-4o\n    api_key: sk-abc123\n")
+    with pytest.raises(ConfigError) as info:
+        load_model(PipelineSpec, tmp_path / "p.yaml")
+    assert "p.yaml:4" in str(info.value) and "api_key_env" in str(info.value)
+    assert "sk-abc123" not in str(info.value)
+
+
+def test_real_models_are_forbidden_in_tests():
+    llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o")))
+    with pytest.raises(RealModelForbidden, match="INTELLAGENT_OFFLINE"):
+        run(llm.chat(USER))
+    remote = LLM(LLMSettings(default=ModelSettings(model="m", base_url="http://10.1.2.3:8000/v1")))
+    with pytest.raises(RealModelForbidden):
+        run(remote.chat(USER))
+
+
+# -- the real client over HTTP -------------------------------------------------------------------
+
+def test_http_structured_chat_and_tools(openai_server):
+    llm = http_llm(openai_server)
+    structured = run(llm.structured(USER, Policies, stage="extract"))
+    assert structured.ok, structured.error
+    assert isinstance(structured.value, Policies) and structured.usage.prompt_tokens > 0
+    request = openai_server.requests[-1]
+    assert request["tool_choice"]["function"]["name"] == "Policies"  # instructor's TOOLS mode
+    assert request["model"] == "gpt-4o-mini" and request["seed"] == 7
+
+    chat = run(llm.chat(USER))
+    assert chat.ok and chat.value.content.startswith("Test server reply")
+    tool_replies = [run(llm.chat([{"role": "user", "content": f"q{i}"}], tools=[TOOL])).value
+                    for i in range(10)]
+    calls = [r.tool_calls[0] for r in tool_replies if r.tool_calls]
+    assert calls, "the server should have called the tool at least once"
+    jsonschema.validate(json.loads(calls[0].arguments), TOOL["function"]["parameters"])
+    assert openai_server.requests[-1]["tools"] == [TOOL]
+    run(llm.aclose())
+
+
+def test_http_invalid_output_is_reasked_with_the_validation_error(openai_server):
+    llm = http_llm(openai_server)
+    openai_server.schedule("invalid")
+    outcome = run(llm.structured(USER, Verdict))
+    assert outcome.ok
+    retry = openai_server.requests[-1]
+    assert len(openai_server.requests) == 2
+    feedback = json.dumps(retry["messages"][len(USER):])
+    assert "passed" in feedback and ("Field required" in feedback or "validation" in feedback.lower())
+
+
+@pytest.mark.parametrize("fault", ["429", "500", "503", "reset", "timeout", "malformed", "invalid"])
+def test_each_fault_once_is_recovered(fault):
+    with OpenAIServer(timeout_hang=5) as server:
+        llm = http_llm(server, request_timeout=0.5)
+        server.schedule(fault)
+        outcome = run(llm.structured(USER, Verdict))
+        assert outcome.ok, (fault, outcome.error)
+        assert server.faults_sent[fault] == 1
+        assert len(server.requests) == 2
+        [row] = llm.store.calls()
+        assert row.outcome == "ok"
+
+
+@pytest.mark.parametrize("fault,kind", [("429", "rate-limited"), ("500", "server-error"),
+                                        ("503", "server-error"), ("reset", "connection"),
+                                        ("timeout", "timeout")])
+def test_persistent_faults_end_in_an_infra_error_status(fault, kind):
+    with OpenAIServer(timeout_hang=5, retry_after=0.01) as server:
+        llm = http_llm(server, request_timeout=0.3, max_retries=2)
+        server.schedule(*[fault] * 3)
+        outcome = run(llm.chat(USER, stage="simulate"))
+        assert outcome.status is Status.infra_error
+        assert outcome.error.startswith(kind) and "after 3 attempts" in outcome.error
+        assert outcome.value is None and outcome.attempts == 3
+        [row] = llm.store.calls()
+        assert row.outcome == "infra-error" and row.error == outcome.error and row.stage == "simulate"
+
+
+def test_persistent_invalid_output_is_an_infra_error():
+    with OpenAIServer() as server:
+        llm = http_llm(server, validation_retries=1)
+        server.schedule("invalid", "invalid")
+        outcome = run(llm.structured(USER, Verdict))
+        assert outcome.status is Status.infra_error
+        assert outcome.error.startswith("invalid-output: output did not fit Verdict after 2 attempts")
+
+
+def test_rejected_requests_are_not_retried():
+    with OpenAIServer() as server:
+        model = ModelSettings(model="m", base_url=f"http://127.0.0.1:{server.port}/wrong")
+        llm = LLM(LLMSettings(default=model, backoff_base=0.01))
+        outcome = run(llm.chat(USER))
+        assert outcome.status is Status.infra_error and outcome.error.startswith("rejected: 404")
+        assert outcome.attempts == 1
+
+
+def test_retry_after_is_honoured():
+    with OpenAIServer(retry_after=0.4) as server:
+        llm = http_llm(server, backoff_base=0.001)
+        server.schedule("429")
+        started = time.perf_counter()
+        assert run(llm.chat(USER)).ok
+        assert time.perf_counter() - started >= 0.4
+
+
+def test_backoff_grows_exponentially_with_jitter():
+    llm = LLM(LLMSettings(backoff_base=1.0, backoff_max=8.0))
+    for attempt, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (6, 8.0)]:
+        delays = {llm._backoff(attempt, None) for _ in range(20)}
+        assert all(ceiling / 2 <= d <= ceiling for d in delays) and len(delays) > 1
+    assert llm._backoff(1, retry_after=5.0) == 5.0
+
+
+def test_concurrency_limit_is_shared():
+    with OpenAIServer(latency=0.1) as server:
+        llm = http_llm(server, max_concurrency=3)
+
+        async def many():
+            return await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
+                                          for i in range(12)])
+
+        outcomes = run(many())
+        assert all(o.ok for o in outcomes)
+        assert server.max_in_flight == 3
+
+
+def test_requests_per_minute_limit(monkeypatch):
+    from intellagent.llm.limits import RateLimiter
+
+    monkeypatch.setattr(RateLimiter, "WINDOW", 0.5)
+    llm = LLM(LLMSettings(requests_per_minute=2))
+
+    async def three():
+        started = time.perf_counter()
+        for i in range(3):
+            await llm.chat([{"role": "user", "content": str(i)}])
+        return time.perf_counter() - started
+
+    assert run(three()) >= 0.45
+
+
+# -- budget, cache, accounting -------------------------------------------------------------------
+
+def test_budget_stops_new_calls_and_says_so():
+    settings = LLMSettings(budget_usd=0.001, prices={"mock/schema": Price(input=20.0, output=20.0)})
+    llm = LLM(settings)
+    outcomes = [run(llm.structured([{"role": "user", "content": f"item {i}"}], Policies))
+                for i in range(30)]
+    made = [o for o in outcomes if o.ok]
+    skipped = [o for o in outcomes if o.status is Status.budget_exhausted]
+    assert made and skipped and len(made) + len(skipped) == 30
+    assert outcomes.index(skipped[0]) == len(made)  # everything after the limit is skipped
+    assert llm.spent_usd >= 0.001 and llm.budget_exhausted
+    assert "budget of $0.0010 reached" in skipped[0].error and "run again to resume" in skipped[0].error
+    assert len(llm.store.calls()) == len(made)  # skipped calls never reached a model
+
+
+def test_budget_lets_in_flight_calls_finish():
+    with OpenAIServer(latency=0.2) as server:
+        llm = http_llm(server, max_concurrency=4, budget_tokens=1)
+
+        async def burst():
+            return await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
+                                          for i in range(10)])
+
+        outcomes = run(burst())
+        assert [o.status for o in outcomes].count(Status.ok) == 4  # the first wave was in flight
+        assert [o.status for o in outcomes].count(Status.budget_exhausted) == 6
+        assert len(server.requests) == 4
+
+
+def test_token_budget(scripted_llm):
+    llm, _ = scripted_llm("a" * 400, "b", budget_tokens=50)
+    assert run(llm.chat(USER)).ok
+    assert run(llm.chat(USER)).status is Status.budget_exhausted
+
+
+def test_cache_hit_makes_no_model_call_and_survives_a_new_run(tmp_path):
+    store = Store.for_workspace(tmp_path)
+    first = LLM(store=store, run_id=store.start_run(), seed=3)
+    a = run(first.structured(USER, Policies, stage="extract"))
+    provider = first.provider_for("default")
+    assert isinstance(provider, SchemaModel) and provider.requests == 1
+
+    second = LLM(store=Store.for_workspace(tmp_path), run_id=store.start_run(), seed=3)
+    b = run(second.structured(USER, Policies, stage="extract"))
+    assert b.cached and b.value == a.value and second.provider_for("default").requests == 0
+
+    calls = store.calls(second.run_id)
+    assert [(c.cached, c.cost_usd) for c in calls] == [(True, 0.0)]
+
+    no_cache = LLM(store=store, seed=3, cache=False)
+    c = run(no_cache.structured(USER, Policies))
+    assert not c.cached and no_cache.provider_for("default").requests == 1
+
+    other_seed = LLM(store=store, seed=4)
+    assert not run(other_seed.structured(USER, Policies)).cached
+
+
+def test_scripted_models_are_never_cached(scripted_llm):
+    llm, model = scripted_llm("one", "two")
+    assert [run(llm.chat(USER)).value.content for _ in range(2)] == ["one", "two"]
+
+
+def test_every_call_is_recorded_with_its_accounting(tmp_path, runner):
+    store = Store.for_workspace(tmp_path)
+    run_id = store.start_run(environment="airline")
+    with OpenAIServer() as server:
+        llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url),
+                              critic=ModelSettings(model="mock/schema")),
+                  store=store, run_id=run_id)
+        run(llm.structured(USER, Policies, role="extractor", stage="extract"))
+        run(llm.chat(USER, role="user", stage="simulate"))
+        run(llm.structured(USER, Verdict, role="critic", stage="critique"))
+        run(llm.aclose())
+    rows = store.calls(run_id)
+    assert [(r.stage, r.role, r.model, r.kind) for r in rows] == [
+        ("extract", "extractor", "gpt-4o-mini", "structured"),
+        ("simulate", "user", "gpt-4o-mini", "chat"),
+        ("critique", "critic", "mock/schema", "structured")]
+    for r in rows:
+        assert len(r.request_hash) == 64 and r.prompt_tokens > 0 and r.completion_tokens > 0
+        assert r.latency_ms > 0 and r.outcome == "ok"
+    expected = (rows[0].prompt_tokens * 0.15 + rows[0].completion_tokens * 0.60) / 1e6
+    assert rows[0].cost_usd == pytest.approx(expected) and rows[2].cost_usd == 0.0
+
+    result = runner.invoke(cli, ["cost", "latest", "--workspace", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"run {run_id}"
+    assert any(l.startswith("extract") and "gpt-4o-mini" in l for l in lines)
+    assert lines[-1].startswith("total") and lines[-1].split()[1] == "3"
+
+    missing = runner.invoke(cli, ["cost", "nope", "--workspace", str(tmp_path)])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.stderr

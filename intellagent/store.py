@@ -89,10 +89,22 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 class Store:
-    """Rows of runs, model calls and cached responses."""
+    """Rows of runs, model calls and cached responses.
+
+    Call rows and cache entries are buffered and committed together, at most ``FLUSH_SECONDS``
+    or ``FLUSH_ROWS`` apart, and on :meth:`flush`: a commit per call would cost more than the
+    call itself against a fast server. Callers flush before recording that a work item is done,
+    so a finished item's calls are always in the store.
+    """
+
+    FLUSH_SECONDS = 0.25
+    FLUSH_ROWS = 64
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._pending_calls: list[dict[str, Any]] = []
+        self._pending_cache: dict[str, dict[str, Any]] = {}
+        self._last_flush = time.monotonic()
         self.engine = sa.create_engine(url)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
@@ -149,11 +161,43 @@ class Store:
     # -- model calls -----------------------------------------------------------------------
 
     def record_call(self, **fields: Any) -> None:
+        """A call that got no answer (or a cache hit): its row, buffered."""
         fields.setdefault("created_at", time.time())
+        self._pending_calls.append({**_CALL_DEFAULTS, **fields})
+        self._maybe_flush()
+
+    def record_answer(self, call: dict[str, Any], *, cache: dict[str, Any] | None = None) -> None:
+        """The row of an answered call and, when given, its cache entry, buffered together."""
+        call.setdefault("created_at", time.time())
+        self._pending_calls.append({**_CALL_DEFAULTS, **call})
+        if cache is not None:
+            self._pending_cache.setdefault(cache["request_hash"], {
+                **cache, "response": json.dumps(cache["response"], sort_keys=True),
+                "created_at": call["created_at"]})
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if (len(self._pending_calls) >= self.FLUSH_ROWS
+                or time.monotonic() - self._last_flush >= self.FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit every buffered call row and cache entry."""
+        self._last_flush = time.monotonic()
+        if not self._pending_calls and not self._pending_cache:
+            return
+        calls, self._pending_calls = self._pending_calls, []
+        cache, self._pending_cache = self._pending_cache, {}
         with self.engine.begin() as conn:
-            conn.execute(sa.insert(LLMCallRow.__table__).values(**fields))
+            if calls:
+                conn.execute(_INSERT_CALL, calls)
+            fresh = [entry for h, entry in cache.items()
+                     if conn.execute(_CACHE_HAS, {"h": h}).first() is None]
+            if fresh:
+                conn.execute(_INSERT_CACHE, fresh)
 
     def calls(self, run_id: str | None = None) -> list[LLMCallRow]:
+        self.flush()
         with self.engine.connect() as conn:
             query = select(LLMCallRow)
             if run_id is not None:
@@ -163,6 +207,7 @@ class Store:
 
     def cost_summary(self, run_id: str) -> list[dict[str, Any]]:
         """Calls, tokens and dollars by stage and model for one run."""
+        self.flush()
         t = LLMCallRow.__table__.c
         query = (sa.select(t.stage, t.model, sa.func.count().label("calls"),
                            sa.func.sum(sa.cast(t.cached, sa.Integer)).label("cached"),
@@ -177,27 +222,30 @@ class Store:
     # -- cache -----------------------------------------------------------------------------
 
     def cached(self, request_hash: str) -> CachedResponseRow | None:
+        pending = self._pending_cache.get(request_hash)
+        if pending is not None:
+            return CachedResponseRow.model_validate(pending)
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(CachedResponseRow.__table__)
-                               .where(CachedResponseRow.__table__.c.request_hash == request_hash)).first()
+            row = conn.execute(_CACHE_GET, {"h": request_hash}).first()
         return CachedResponseRow.model_validate(row._mapping) if row else None
 
-    def cache(self, request_hash: str, *, model: str, kind: str, response: Any,
-              prompt_tokens: int, completion_tokens: int) -> None:
-        values = dict(request_hash=request_hash, model=model, kind=kind,
-                      response=json.dumps(response, sort_keys=True), prompt_tokens=prompt_tokens,
-                      completion_tokens=completion_tokens, created_at=time.time())
-        table = CachedResponseRow.__table__
-        with self.engine.begin() as conn:
-            exists = conn.execute(sa.select(table.c.request_hash)
-                                  .where(table.c.request_hash == request_hash)).first()
-            if exists is None:
-                conn.execute(sa.insert(table).values(**values))
-
     def table_counts(self) -> dict[str, int]:
+        self.flush()
         with self.engine.connect() as conn:
             return {name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
                     for name, t in SQLModel.metadata.tables.items() if name in _OWN_TABLES}
 
 
 _OWN_TABLES: Iterable[str] = ("runs", "llm_calls", "llm_cache", "migrations")
+
+# Statements built once, so SQLAlchemy compiles them once (a call row is written per model call).
+_CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]
+_CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
+    "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
+    "latency_ms": 0.0, "cost_usd": 0.0}
+_INSERT_CALL = sa.insert(LLMCallRow.__table__)
+_INSERT_CACHE = sa.insert(CachedResponseRow.__table__)
+_CACHE_TABLE = CachedResponseRow.__table__
+_CACHE_GET = sa.select(_CACHE_TABLE).where(_CACHE_TABLE.c.request_hash == sa.bindparam("h"))
+_CACHE_HAS = sa.select(_CACHE_TABLE.c.request_hash).where(
+    _CACHE_TABLE.c.request_hash == sa.bindparam("h"))

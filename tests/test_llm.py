@@ -349,12 +349,13 @@ def test_cache_hit_makes_no_model_call_and_survives_a_new_run(tmp_path):
     a = run(first.structured(USER, Policies, stage="extract"))
     provider = first.provider_for("default")
     assert isinstance(provider, SchemaModel) and provider.requests == 1
+    run(first.aclose())  # a run ends by flushing its buffered rows
 
     second = LLM(store=Store.for_workspace(tmp_path), run_id=store.start_run(), seed=3)
     b = run(second.structured(USER, Policies, stage="extract"))
     assert b.cached and b.value == a.value and second.provider_for("default").requests == 0
 
-    calls = store.calls(second.run_id)
+    calls = second.store.calls(second.run_id)
     assert [(c.cached, c.cost_usd) for c in calls] == [(True, 0.0)]
 
     no_cache = LLM(store=store, seed=3, cache=False)
@@ -363,6 +364,17 @@ def test_cache_hit_makes_no_model_call_and_survives_a_new_run(tmp_path):
 
     other_seed = LLM(store=store, seed=4)
     assert not run(other_seed.structured(USER, Policies)).cached
+
+
+def test_buffered_rows_reach_the_database_on_flush(tmp_path):
+    store = Store.for_workspace(tmp_path)
+    llm = LLM(store=store, run_id=store.start_run())
+    outcome = run(llm.structured(USER, Policies))
+    other = Store.for_workspace(tmp_path)  # another process's view of the same file
+    assert other.calls() == [] and other.cached(outcome.request_hash) is None
+    assert store.cached(outcome.request_hash) is not None  # the buffer already serves hits
+    store.flush()
+    assert len(other.calls()) == 1 and other.cached(outcome.request_hash) is not None
 
 
 def test_scripted_models_are_never_cached(scripted_llm):

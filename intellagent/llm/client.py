@@ -4,6 +4,7 @@ back-off, bounded concurrency and rate, token and cost accounting, a run budget,
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
@@ -43,6 +44,7 @@ class LLM:
         self.limiter = RateLimiter(self.settings.requests_per_minute, self.settings.tokens_per_minute)
         self._semaphore = asyncio.Semaphore(self.settings.max_concurrency)
         self._providers: dict[str, Any] = dict(providers or {})
+        self._by_role: dict[str, Any] = {}
         self._jitter = random.Random()  # timing only; never shapes a result
         self.spent_usd = 0.0
         self.spent_tokens = 0
@@ -55,6 +57,13 @@ class LLM:
         return self.settings.for_role(role)
 
     def provider_for(self, role: str) -> Any:
+        """The provider serving ``role`` (made once per distinct model settings)."""
+        provider = self._by_role.get(role)
+        if provider is None:
+            provider = self._by_role[role] = self._make_provider(role)
+        return provider
+
+    def _make_provider(self, role: str) -> Any:
         settings = self.settings_for(role)
         if settings.model in self._providers:
             return self._providers[settings.model]
@@ -69,6 +78,7 @@ class LLM:
         return self._providers[key]
 
     async def aclose(self) -> None:
+        self.store.flush()
         for provider in self._providers.values():
             close = getattr(provider, "aclose", None)
             if close is not None:
@@ -114,7 +124,7 @@ class LLM:
                          role: str = "default", stage: str | None = None) -> Outcome[M]:
         """An instance of ``response_model``; output that does not fit is re-asked with the
         validation error (``validation_retries`` times) before it counts as an infra error."""
-        request = self._request(role, messages, response_schema=response_model.model_json_schema())
+        request = self._request(role, messages, response_schema=_schema_of(response_model))
 
         async def invoke(provider: Any) -> tuple[M, Usage]:
             return await provider.structured(request, response_model, self.settings.validation_retries)
@@ -189,12 +199,13 @@ class LLM:
         cost = self.prices.cost(request.model, usage)
         self.spent_usd += cost
         self.spent_tokens += usage.total
-        if cacheable:
-            self.store.cache(key, model=request.model, kind=kind, response=encode(value),
-                             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-        self.store.record_call(**record, attempts=attempts, outcome="ok", latency_ms=latency_ms,
-                               prompt_tokens=usage.prompt_tokens,
-                               completion_tokens=usage.completion_tokens, cost_usd=cost)
+        self.store.record_answer(
+            {**record, "attempts": attempts, "outcome": "ok", "latency_ms": latency_ms,
+             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+             "cost_usd": cost},
+            cache={"request_hash": key, "model": request.model, "kind": kind,
+                   "response": encode(value), "prompt_tokens": usage.prompt_tokens,
+                   "completion_tokens": usage.completion_tokens} if cacheable else None)
         return Outcome(status=Status.ok, value=value, usage=usage, cost_usd=cost, attempts=attempts,
                        request_hash=key)
 
@@ -203,6 +214,12 @@ class LLM:
         ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** (attempt - 1))
         delay = self._jitter.uniform(ceiling / 2, ceiling)
         return max(delay, retry_after or 0.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A response model's JSON Schema, made once per class (pydantic rebuilds it every call)."""
+    return model.model_json_schema()
 
 
 def _with_model(settings: LLMSettings, model: str) -> LLMSettings:

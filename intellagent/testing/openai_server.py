@@ -233,3 +233,35 @@ class OpenAIServer:
             return {"role": "assistant", "content": content}
         words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
         return {"role": "assistant", "content": f"Test server reply: {words}."}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until killed: ``python -m intellagent.testing.openai_server --latency 0.2``. Prints
+    the base URL on its first line."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description="Local OpenAI-compatible test server.")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--retry-after", type=float, default=0.05)
+    parser.add_argument("--timeout-hang", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
+                          retry_after=args.retry_after, timeout_hang=args.timeout_hang,
+                          seed=args.seed).start()
+    print(server.base_url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    print(json.dumps({"requests": len(server.requests), "faults": dict(server.faults_sent),
+                      "max_in_flight": server.max_in_flight}), flush=True)
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

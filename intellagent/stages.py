@@ -26,3 +26,21 @@ class Stage:
     def __init__(self, config: StrictModel, **context: Any) -> None:
         self.config = config
         self.context = context
+
+
+class Extractor(Stage):
+    """Environment → PolicyGraph."""
+
+    kind = "extractor"
+
+    async def extract(self, ctx: Any) -> Any:
+        raise NotImplementedError
+
+
+class Sampler(Stage):
+    """PolicyGraph → EventSpecs."""
+
+    kind = "sampler"
+
+    def sample(self, ctx: Any, graph: Any, events: int) -> list[Any]:
+        raise NotImplementedError

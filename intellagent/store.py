@@ -61,6 +61,18 @@ class CachedResponseRow(SQLModel, table=True):
     created_at: float
 
 
+class ArtefactRow(SQLModel, table=True):
+    """A finished work item, keyed by the content hash of everything that produced it."""
+
+    __tablename__ = "artefacts"
+    kind: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    item: str | None = None
+    payload: str  # JSON
+    created_at: float
+
+
 class MigrationRow(SQLModel, table=True):
     __tablename__ = "migrations"
     id: int = Field(primary_key=True)
@@ -77,6 +89,7 @@ def _create(*models: type[SQLModel]) -> Callable[[sa.Connection], None]:
 #: Append-only: never edit an applied migration, add the next number.
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "runs, llm_calls, llm_cache", _create(RunRow, LLMCallRow, CachedResponseRow)),
+    (2, "artefacts", _create(ArtefactRow)),
 ]
 
 
@@ -229,6 +242,30 @@ class Store:
             row = conn.execute(_CACHE_GET, {"h": request_hash}).first()
         return CachedResponseRow.model_validate(row._mapping) if row else None
 
+    # -- artefacts ---------------------------------------------------------------------------
+
+    def artefact(self, kind: str, key: str) -> str | None:
+        """The JSON payload of a finished item, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_ARTEFACT_GET, {"k": kind, "h": key}).first()
+        return row[0] if row else None
+
+    def put_artefact(self, kind: str, key: str, payload: str, *, run_id: str | None = None,
+                     item: str | None = None) -> None:
+        """Record a finished item. Its model calls are committed first, so a finished item's
+        calls are always in the log; an existing item is left as it is."""
+        self.flush()
+        with self.engine.begin() as conn:
+            if conn.execute(_ARTEFACT_HAS, {"k": kind, "h": key}).first() is None:
+                conn.execute(sa.insert(ArtefactRow.__table__).values(
+                    kind=kind, key=key, run_id=run_id, item=item, payload=payload,
+                    created_at=time.time()))
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
+                         .values(status=status))
+
     def table_counts(self) -> dict[str, int]:
         self.flush()
         with self.engine.connect() as conn:
@@ -236,7 +273,7 @@ class Store:
                     for name, t in SQLModel.metadata.tables.items() if name in _OWN_TABLES}
 
 
-_OWN_TABLES: Iterable[str] = ("runs", "llm_calls", "llm_cache", "migrations")
+_OWN_TABLES: Iterable[str] = ("runs", "llm_calls", "llm_cache", "artefacts", "migrations")
 
 # Statements built once, so SQLAlchemy compiles them once (a call row is written per model call).
 _CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]
@@ -249,3 +286,8 @@ _CACHE_TABLE = CachedResponseRow.__table__
 _CACHE_GET = sa.select(_CACHE_TABLE).where(_CACHE_TABLE.c.request_hash == sa.bindparam("h"))
 _CACHE_HAS = sa.select(_CACHE_TABLE.c.request_hash).where(
     _CACHE_TABLE.c.request_hash == sa.bindparam("h"))
+_ART = ArtefactRow.__table__
+_ARTEFACT_GET = sa.select(_ART.c.payload).where(_ART.c.kind == sa.bindparam("k"),
+                                                _ART.c.key == sa.bindparam("h"))
+_ARTEFACT_HAS = sa.select(_ART.c.key).where(_ART.c.kind == sa.bindparam("k"),
+                                            _ART.c.key == sa.bindparam("h"))

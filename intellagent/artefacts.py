@@ -1,0 +1,149 @@
+"""The artefacts stages exchange: pydantic models, never dicts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+import networkx as nx
+from pydantic import BaseModel, Field
+
+CATEGORIES = (
+    "authentication/access control", "data privacy", "legal/compliance", "payment/financial",
+    "tool usage", "logical/numerical reasoning", "response formatting", "knowledge extraction",
+    "user consent", "escalation/handoff", "policy enforcement/restriction", "offensive content",
+    "sexual content", "harassment", "fraud/malicious use", "misinformation", "company policy",
+    "other",
+)
+Category = Literal[CATEGORIES]  # type: ignore[valid-type]
+
+
+def content_hash(*parts: Any) -> str:
+    """A stable hash of JSON-able parts (models are dumped first)."""
+    data = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in parts]
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class Policy(BaseModel):
+    id: str = Field(description="Stable id, e.g. 'P3'.")
+    flow: str
+    text: str = Field(description="Self-contained statement of the policy.")
+    category: Category
+    challenge: int = Field(ge=1, le=5, description="How hard it is for an agent to follow.")
+
+    @property
+    def text_hash(self) -> str:
+        return hashlib.sha256(self.text.strip().lower().encode()).hexdigest()[:16]
+
+
+class Edge(BaseModel):
+    a: str
+    b: str
+    weight: float = Field(ge=0, le=10, description="Likelihood (0-10) the two meet in one dialog.")
+
+
+class PolicyGraph(BaseModel):
+    """Policies (nodes, with challenge scores) and symmetric co-occurrence weights (edges)."""
+
+    environment: str
+    task: str
+    flows: list[str]
+    policies: list[Policy]
+    edges: list[Edge] = Field(default_factory=list)
+
+    def policy(self, pid: str) -> Policy:
+        return next(p for p in self.policies if p.id == pid)
+
+    def to_networkx(self) -> nx.Graph:
+        graph = nx.Graph()
+        for p in self.policies:
+            graph.add_node(p.id, challenge=p.challenge, category=p.category)
+        for e in self.edges:
+            if e.weight > 0:
+                graph.add_edge(e.a, e.b, weight=e.weight)
+        return graph
+
+    def weight(self, a: str, b: str) -> float:
+        for e in self.edges:
+            if {e.a, e.b} == {a, b}:
+                return e.weight
+        return 0.0
+
+
+class EventSpec(BaseModel):
+    """A sampled set of policies for one event."""
+
+    id: str
+    policies: list[str]
+    target_complexity: int
+    complexity: int
+    teleports: int = Field(default=0, description="Jumps made because the walk hit a dead end.")
+
+
+class Symbol(BaseModel):
+    symbol: str = Field(description="e.g. U1, O1, R1")
+    table: str
+    key: str = Field(description="The row's primary key in the event database.")
+    role: str
+    new: bool = Field(description="True when the generator made the row for this event.")
+
+
+class Event(BaseModel):
+    """A scenario with its expected behaviour and its own initial database."""
+
+    id: str
+    spec: EventSpec
+    status: Literal["ok", "invalid", "infra-error"] = "ok"
+    error: str | None = None
+    scenario: str = ""
+    user_knowledge: str = Field(default="", description="Facts the simulated user may state.")
+    expected: dict[str, str] = Field(default_factory=dict, description="Policy id → expected "
+                                                                       "agent behaviour.")
+    symbols: list[Symbol] = Field(default_factory=list)
+    database: dict[str, dict[str, dict[str, Any]]] | None = Field(
+        default=None, description="The initial database (dump), when the environment has one.")
+    repairs: int = 0
+
+
+class ToolCallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: str
+    output: str = ""
+    error: bool = False
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant", "tool", "critic"]
+    content: str | None = None
+    thought: str | None = Field(default=None, description="The simulated user's private thought.")
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
+                     "infra-error"]
+
+
+class Dialog(BaseModel):
+    event_id: str
+    turns: list[Turn] = Field(default_factory=list)
+    stop_reason: StopReason = "max-turns"
+    stop_explanation: str = ""
+    error: str | None = None
+    final_database: dict[str, dict[str, dict[str, Any]]] | None = None
+    feedback_rounds: int = 0
+
+
+class Violation(BaseModel):
+    policy: str
+    reason: str
+
+
+class Verdict(BaseModel):
+    event_id: str
+    status: Literal["pass", "fail", "infra-error", "simulator-error"]
+    reason: str = ""
+    exercised: list[str] = Field(default_factory=list)
+    violated: list[Violation] = Field(default_factory=list)
+    db_diff: dict[str, Any] | None = None

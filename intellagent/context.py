@@ -1,0 +1,46 @@
+"""What a stage sees while it runs: the environment, the models, the store, the seed."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, TypeVar
+
+from pydantic import BaseModel
+
+from intellagent.artefacts import content_hash
+from intellagent.environment import Environment
+from intellagent.llm import LLM
+from intellagent.store import Store
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass
+class RunContext:
+    env: Environment
+    llm: LLM
+    store: Store
+    seed: int = 0
+    run_id: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def rng(self, *parts: Any) -> random.Random:
+        """A random source for one decision, derived from the run seed and what it is for."""
+        return random.Random(content_hash(self.seed, *parts))
+
+    async def item(self, kind: str, key_parts: tuple, model: type[M],
+                   compute: Callable[[], Awaitable[M]], *, item: str | None = None,
+                   keep: Callable[[M], bool] = lambda value: True) -> M:
+        """The finished item for ``key_parts``, from the store when it is there, else computed
+        and recorded (when ``keep`` says it is final: an infra error is retried next run)."""
+        key = content_hash(kind, self.seed, *key_parts)
+        stored = self.store.artefact(kind, key)
+        if stored is not None:
+            self.counters[f"{kind}:reused"] = self.counters.get(f"{kind}:reused", 0) + 1
+            return model.model_validate_json(stored)
+        value = await compute()
+        if keep(value):
+            self.store.put_artefact(kind, key, value.model_dump_json(), run_id=self.run_id, item=item)
+        self.counters[f"{kind}:made"] = self.counters.get(f"{kind}:made", 0) + 1
+        return value

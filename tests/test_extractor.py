@@ -1,0 +1,118 @@
+"""policy-graph: flows → policies → graph; edge calls P-1 per-policy vs P(P-1)/2 pairwise; an
+unchanged pair is never scored again; the whole graph is reused when nothing changed."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+
+import pytest
+
+from intellagent.context import RunContext
+from intellagent.environment import load_environment
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.store import Store
+from intellagent_plugins.providers.mock import FunctionModel
+from intellagent_plugins.stages.extractor import Config, PolicyGraphExtractor
+from tests.conftest import REPO
+
+POLICIES_PER_FLOW = 4
+
+
+def make_model(renamed: str | None = None):
+    """A deterministic 'model': two flows, four policies each, weights from the texts."""
+
+    def reply(request, response_model):
+        text = request.messages[-1]["content"]
+        name = response_model.__name__ if response_model else "chat"
+        if name in ("TaskAndFlows", "FlowsOnly"):
+            flows = [{"name": "booking", "description": "make bookings"},
+                     {"name": "refunds", "description": "give money back"}]
+            return {"task": "Serve airline customers.", "flows": flows}
+        if name == "FlowPolicies":
+            flow = re.search(r"Flow: (\w+)", text).group(1)
+            policies = [{"text": f"{flow} rule {i}" + (" (new wording)" if renamed == f"{flow} rule {i}" else ""),
+                         "category": "company policy", "challenge": 1 + i % 5} for i in range(POLICIES_PER_FLOW)]
+            return {"policies": policies}
+        if name.startswith("EdgeScores"):
+            listed = re.findall(r"^\d+\. (.+)$", text, re.M)
+            return {"weights": [len(item) % 11 for item in listed]}
+        if name == "PairScore":
+            return {"weight": 4}
+        raise AssertionError(name)
+
+    return FunctionModel(reply)
+
+
+def extract(store: Store, model: FunctionModel, edges: str = "per-policy", env_path=None):
+    env = load_environment(env_path or REPO / "environments" / "airline")
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), store=store,
+              providers={"test/fn": model})
+    ctx = RunContext(env=env, llm=llm, store=store, seed=1)
+    graph = asyncio.run(PolicyGraphExtractor(Config(edges=edges)).extract(ctx))
+    return graph, Counter(c.role for c in store.calls())
+
+
+def test_per_policy_edges_cost_at_most_p_calls():
+    graph, calls = extract(Store.in_memory(), make_model())
+    p = len(graph.policies)
+    assert p == 2 * POLICIES_PER_FLOW
+    assert [x.id for x in graph.policies] == [f"P{i}" for i in range(1, p + 1)]
+    assert graph.task == "Serve airline customers." and graph.flows == ["booking", "refunds"]
+    assert calls["edges"] == p - 1 and calls["extractor"] == 3
+    assert len(graph.edges) == p * (p - 1) // 2
+    nx_graph = graph.to_networkx()
+    assert nx_graph.nodes["P2"]["challenge"] == 2
+    for e in graph.edges:
+        assert 0 <= e.weight <= 10 and graph.weight(e.a, e.b) == graph.weight(e.b, e.a)
+
+
+def test_pairwise_mode_costs_p_squared_calls():
+    graph, calls = extract(Store.in_memory(), make_model(), edges="pairwise")
+    p = len(graph.policies)
+    assert calls["edges"] == p * (p - 1) // 2
+    assert {e.weight for e in graph.edges} == {4.0}
+
+
+def test_unchanged_graph_costs_nothing_and_one_changed_policy_costs_one_call(tmp_path):
+    import shutil
+
+    env_path = tmp_path / "airline"
+    shutil.copytree(REPO / "environments" / "airline", env_path)
+    store = Store.for_workspace(tmp_path / "ws")
+    first, calls = extract(store, make_model(), env_path=env_path)
+    again, calls_again = extract(store, make_model(), env_path=env_path)
+    assert again == first and sum(calls_again.values()) == sum(calls.values())  # no new calls
+
+    with (env_path / "prompt.md").open("a") as fh:  # the policy document changes one rule
+        fh.write("\n- Refund rule 2 is now worded differently.\n")
+    changed, calls_changed = extract(store, make_model(renamed="refunds rule 2"), env_path=env_path)
+    new_edge_calls = calls_changed["edges"] - calls["edges"]
+    assert new_edge_calls == 1
+    assert changed.policies[6].text == "refunds rule 2 (new wording)"
+    unchanged_pairs = {(e.a, e.b): e.weight for e in first.edges if "P7" not in (e.a, e.b)}
+    assert {(e.a, e.b): e.weight for e in changed.edges if "P7" not in (e.a, e.b)} == unchanged_pairs
+
+
+def test_extraction_failure_is_a_clear_error():
+    from intellagent.errors import IntellagentError
+    from intellagent_plugins.providers.mock import ScriptedModel
+
+    env = load_environment(REPO / "environments" / "education")
+    store = Store.in_memory()
+    llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted")), store=store,
+              providers={"mock/scripted": ScriptedModel([])})
+    ctx = RunContext(env=env, llm=llm, store=store)
+    with pytest.raises(IntellagentError, match="policy extraction failed: invalid-output"):
+        asyncio.run(PolicyGraphExtractor(Config()).extract(ctx))
+
+
+def test_mock_schema_builds_a_graph_offline():
+    env = load_environment(REPO / "environments" / "retail")
+    store = Store.in_memory()
+    ctx = RunContext(env=env, llm=LLM(store=store, seed=3), store=store, seed=3)
+    graph = asyncio.run(PolicyGraphExtractor(Config()).extract(ctx))
+    assert graph.policies and all(1 <= p.challenge <= 5 for p in graph.policies)
+    assert len(graph.edges) == len(graph.policies) * (len(graph.policies) - 1) // 2

@@ -89,8 +89,17 @@ class Symbol(BaseModel):
     new: bool = Field(description="True when the generator made the row for this event.")
 
 
+class RowChange(BaseModel):
+    """One row the generator added or changed in an event's database (on top of the seed)."""
+
+    table: str
+    key: str
+    record: dict[str, Any]
+
+
 class Event(BaseModel):
-    """A scenario with its expected behaviour and its own initial database."""
+    """A scenario with its expected behaviour and its own initial database: the environment's
+    seed rows (background data, so lookups can go wrong) plus ``rows``."""
 
     id: str
     spec: EventSpec
@@ -101,8 +110,8 @@ class Event(BaseModel):
     expected: dict[str, str] = Field(default_factory=dict, description="Policy id → expected "
                                                                        "agent behaviour.")
     symbols: list[Symbol] = Field(default_factory=list)
-    database: dict[str, dict[str, dict[str, Any]]] | None = Field(
-        default=None, description="The initial database (dump), when the environment has one.")
+    rows: list[RowChange] = Field(default_factory=list)
+    initial_hash: str | None = Field(default=None, description="Hash of the initial database.")
     repairs: int = 0
 
 
@@ -131,8 +140,12 @@ class Dialog(BaseModel):
     stop_reason: StopReason = "max-turns"
     stop_explanation: str = ""
     error: str | None = None
-    final_database: dict[str, dict[str, dict[str, Any]]] | None = None
+    final_hash: str | None = None
+    db_diff: dict[str, Any] | None = Field(default=None, description="Initial → final database.")
     feedback_rounds: int = 0
+    stop_disputed: bool = Field(default=False, description="The critic still disagreed with the "
+                                                           "user's stop after the last feedback.")
+    tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
 
 
 class Violation(BaseModel):
@@ -146,4 +159,3 @@ class Verdict(BaseModel):
     reason: str = ""
     exercised: list[str] = Field(default_factory=list)
     violated: list[Violation] = Field(default_factory=list)
-    db_diff: dict[str, Any] | None = None

@@ -13,7 +13,7 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
-BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost")
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "graph")
 
 
 class Context:
@@ -112,10 +112,19 @@ def plugins(obj: Context) -> None:
 @click.pass_obj
 def validate(obj: Context, target: str, data: Path | None) -> None:
     """Check an environment (registered NAME or folder PATH): tools match their specs, seed rows
-    fit the schema and pass the validators."""
+    fit the schema and pass the validators. Given a pipeline YAML, check that its plugins exist,
+    their options fit, and each stage consumes what earlier stages produce."""
     from intellagent.environment import check_environment, load_environment
     from intellagent.envs import environment_path
 
+    path = Path(target)
+    if path.is_file() and path.suffix in (".yaml", ".yml") and path.name != "environment.yaml":
+        from intellagent.engine import load_pipeline
+
+        pipeline = load_pipeline(path, obj.registry)
+        chain = " → ".join(f"{slot} {stage.name}" for slot, stage in pipeline.stages.items())
+        click.echo(f"ok: pipeline {path.name}: {chain}; agent {pipeline.spec.agent.use if pipeline.spec.agent else 'openai-tools'}")
+        return
     env = load_environment(environment_path(obj.registry, target), data=data, strict=False)
     problems = check_environment(env)
     if problems:
@@ -182,6 +191,105 @@ def schemas(check: bool, out: Path) -> None:
         return
     for path in write_schemas(out):
         click.echo(f"wrote {path}")
+
+
+def _overrides(events: int | None, agent: str | None, seed: int | None,
+               budget: float | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if events is not None:
+        out["stages.sampler.with.events"] = events
+    if agent is not None:
+        out["agent"] = {"use": agent}
+    if seed is not None:
+        out["seed"] = seed
+    if budget is not None:
+        out["llm.budget_usd"] = budget
+    return out
+
+
+@cli.command()
+@click.argument("environment")
+@click.option("--pipeline", type=click.Path(path_type=Path), default=None,
+              help="Pipeline YAML (default: the built-in IntellAgent pipeline).")
+@click.option("--events", type=int, default=None, help="Number of events to sample.")
+@click.option("--agent", default=None, help="Agent under test plugin (openai-tools, http, python).")
+@click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema.")
+@click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it).")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Seed data folder to use instead of the environment's own.")
+@click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
+@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@click.pass_obj
+def run(obj: Context, environment: str, pipeline: Path | None, events: int | None,
+        agent: str | None, model: str | None, seed: int | None, workspace: Path,
+        data: Path | None, budget: float | None, no_cache: bool) -> None:
+    """Run the whole pipeline on ENVIRONMENT and write the reports. Running it again resumes:
+    finished items are reused, no model call is repeated."""
+    import asyncio
+
+    from intellagent.engine import load_pipeline, run_pipeline
+    from intellagent.environment import load_environment
+    from intellagent.envs import environment_path
+    from intellagent.store import Store
+
+    registry = obj.registry
+    env = load_environment(environment_path(registry, environment), data=data)
+    spec = load_pipeline(pipeline, registry, _overrides(events, agent, seed, budget))
+    store = Store.for_workspace(workspace)
+    report, paths = asyncio.run(run_pipeline(spec, env, store=store, registry=registry,
+                                             workspace=workspace, model=model,
+                                             cache=False if no_cache else None, hooks=registry.pm))
+    t = report.totals
+    rate = "–" if report.success.rate is None else f"{report.success.rate:.0%}"
+    click.echo(f"run {report.run_id}: {t.get('events', 0)} events, {t.get('pass', 0)} pass, "
+               f"{t.get('fail', 0)} fail, success {rate}")
+    for path in paths:
+        click.echo(f"report: {path}")
+
+
+@cli.command()
+@click.argument("environment")
+@click.option("--pipeline", type=click.Path(path_type=Path), default=None)
+@click.option("--model", default=None)
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.pass_obj
+def graph(obj: Context, environment: str, pipeline: Path | None, model: str | None,
+          workspace: Path) -> None:
+    """Build (or reuse) ENVIRONMENT's policy graph and show its policies and strongest edges."""
+    import asyncio
+
+    from intellagent.context import RunContext
+    from intellagent.engine import load_pipeline
+    from intellagent.environment import load_environment
+    from intellagent.envs import environment_path
+    from intellagent.llm import LLM
+    from intellagent.store import Store
+
+    registry = obj.registry
+    env = load_environment(environment_path(registry, environment))
+    spec = load_pipeline(pipeline, registry)
+    store = Store.for_workspace(workspace)
+    run_id = store.start_run(environment=env.name, seed=spec.spec.seed)
+    llm = LLM(spec.spec.llm, store=store, registry=registry, run_id=run_id, seed=spec.spec.seed,
+              model=model)
+    ctx = RunContext(env=env, llm=llm, store=store, seed=spec.spec.seed, run_id=run_id)
+
+    async def build():
+        try:
+            return await spec.stages["extractor"].extract(ctx)
+        finally:
+            await llm.aclose()
+
+    g = asyncio.run(build())
+    click.echo(f"task: {g.task}")
+    click.echo(f"flows: {', '.join(g.flows)}")
+    for p in g.policies:
+        click.echo(f"{p.id:<4} [{p.category}, challenge {p.challenge}] {p.text}")
+    strongest = sorted(g.edges, key=lambda e: -e.weight)[:10]
+    click.echo(f"{len(g.edges)} edges; strongest: " + ", ".join(f"{e.a}-{e.b} {e.weight:g}" for e in strongest))
 
 
 @cli.command()

@@ -23,11 +23,22 @@ class RunContext:
     store: Store
     seed: int = 0
     run_id: str | None = None
+    agent_key: str = ""
     counters: dict[str, int] = field(default_factory=dict)
 
     def rng(self, *parts: Any) -> random.Random:
         """A random source for one decision, derived from the run seed and what it is for."""
         return random.Random(content_hash(self.seed, *parts))
+
+    def event_database(self, event: Any) -> Any:
+        """A fresh copy of an event's initial database: the seed plus the event's rows."""
+        if self.env.db_schema is None:
+            return None
+        db = self.env.seed_database()
+        with db.transaction():
+            for row in event.rows:
+                db.put(row.table, row.key, row.record)
+        return db
 
     async def item(self, kind: str, key_parts: tuple, model: type[M],
                    compute: Callable[[], Awaitable[M]], *, item: str | None = None,

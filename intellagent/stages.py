@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from intellagent.artefacts import Dialog, Event, EventSpec, PolicyGraph, Verdict
+from intellagent.environment import Environment
 from intellagent.model import StrictModel
 
 STAGE_KINDS = ("extractor", "sampler", "generator", "simulator", "critic", "reporter")
@@ -32,6 +34,8 @@ class Extractor(Stage):
     """Environment → PolicyGraph."""
 
     kind = "extractor"
+    consumes = (Environment,)
+    produces = (PolicyGraph,)
 
     async def extract(self, ctx: Any) -> Any:
         raise NotImplementedError
@@ -41,6 +45,41 @@ class Sampler(Stage):
     """PolicyGraph → EventSpecs."""
 
     kind = "sampler"
+    consumes = (PolicyGraph,)
+    produces = (EventSpec,)
 
     def sample(self, ctx: Any, graph: Any, events: int) -> list[Any]:
+        raise NotImplementedError
+
+
+class Generator(Stage):
+    """EventSpec (+ PolicyGraph) → Event."""
+
+    kind = "generator"
+    consumes = (PolicyGraph, EventSpec)
+    produces = (Event,)
+
+    async def generate(self, ctx: Any, graph: Any, spec: Any) -> Any:
+        raise NotImplementedError
+
+
+class Simulator(Stage):
+    """Event → Dialog."""
+
+    kind = "simulator"
+    consumes = (PolicyGraph, Event)
+    produces = (Dialog,)
+
+    async def simulate(self, ctx: Any, graph: Any, event: Any) -> Any:
+        raise NotImplementedError
+
+
+class Critic(Stage):
+    """Event + Dialog → Verdict."""
+
+    kind = "critic"
+    consumes = (PolicyGraph, Event, Dialog)
+    produces = (Verdict,)
+
+    async def critique(self, ctx: Any, graph: Any, event: Any, dialog: Any) -> Any:
         raise NotImplementedError

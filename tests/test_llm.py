@@ -377,6 +377,20 @@ def test_buffered_rows_reach_the_database_on_flush(tmp_path):
     assert len(other.calls()) == 1 and other.cached(outcome.request_hash) is not None
 
 
+def test_identical_requests_in_flight_share_one_model_call():
+    with OpenAIServer(latency=0.2) as server:
+        llm = http_llm(server)
+
+        async def same_five():
+            return await asyncio.gather(*[llm.structured(USER, Verdict, stage="s") for _ in range(5)])
+
+        outcomes = run(same_five())
+        assert len(server.requests) == 1
+        assert all(o.ok and o.value == outcomes[0].value for o in outcomes)
+        assert sorted(o.cached for o in outcomes) == [False, True, True, True, True]
+        assert [r.cached for r in llm.store.calls()].count(False) == 1
+
+
 def test_scripted_models_are_never_cached(scripted_llm):
     llm, model = scripted_llm("one", "two")
     assert [run(llm.chat(USER)).value.content for _ in range(2)] == ["one", "two"]

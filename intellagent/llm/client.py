@@ -45,6 +45,7 @@ class LLM:
         self._semaphore = asyncio.Semaphore(self.settings.max_concurrency)
         self._providers: dict[str, Any] = dict(providers or {})
         self._by_role: dict[str, Any] = {}
+        self._inflight: dict[str, asyncio.Future] = {}  # identical requests share one call
         self._jitter = random.Random()  # timing only; never shapes a result
         self.spent_usd = 0.0
         self.spent_tokens = 0
@@ -153,6 +154,10 @@ class LLM:
 
         if cacheable:
             hit = self.store.cached(key)
+            if hit is None and key in self._inflight:  # the same request is being answered now
+                shared = await asyncio.shield(self._inflight[key])
+                if shared.ok:
+                    hit = self.store.cached(key)
             if hit is not None:
                 usage = Usage(prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens)
                 self.store.record_call(**record, cached=True, attempts=0, outcome="ok",
@@ -160,7 +165,26 @@ class LLM:
                                        completion_tokens=usage.completion_tokens)
                 return Outcome(status=Status.ok, value=decode(json.loads(hit.response)), usage=usage,
                                cached=True, request_hash=key)
+            future: asyncio.Future = asyncio.get_running_loop().create_future()
+            self._inflight[key] = future
+            try:
+                outcome = await self._ask(record, request, settings, provider, invoke, encode, key,
+                                          kind, cacheable)
+                future.set_result(outcome)
+                return outcome
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()  # retrieved: waiters see it through their own await
+                raise
+            finally:
+                del self._inflight[key]
+        return await self._ask(record, request, settings, provider, invoke, encode, key, kind,
+                               cacheable)
 
+    async def _ask(self, record: dict[str, Any], request: ChatRequest, settings: ModelSettings,
+                   provider: Any, invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
+                   encode: Callable[[Any], Any], key: str, kind: str, cacheable: bool) -> Outcome:
+        """Ask the provider, with retries; record the call; cache the answer."""
         timeout = settings.timeout or self.settings.timeout
         estimate = len(json.dumps(request.messages)) // 4 + (request.max_tokens or 256)
         started = time.perf_counter()

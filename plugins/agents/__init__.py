@@ -1,0 +1,12 @@
+"""Registers the built-in kinds of agent under test."""
+
+from intellagent import hookimpl
+
+
+@hookimpl
+def register_agents(register):
+    from intellagent_plugins.agents.agents import HttpAgent, OpenAIToolsAgent, PythonAgent
+
+    register("openai-tools", OpenAIToolsAgent)
+    register("http", HttpAgent)
+    register("python", PythonAgent)

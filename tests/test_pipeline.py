@@ -51,6 +51,9 @@ def test_offline_run_completes_with_a_report(env, runner, tmp_path):
             assert r["dialog"]["turns"] and r["verdict"]["status"] in (
                 "pass", "fail", "infra-error", "simulator-error")
     assert 0 < report["policy_coverage"] <= 1
+    for p in report["policies"]:
+        assert p["violated"] <= p["exercised"] <= p["in_events"]
+        assert p["violation_rate"] is None or 0 <= p["violation_rate"] <= 1
     assert (tmp_path / "runs").is_dir() and "extract" in result.stderr
 
 

@@ -12,15 +12,16 @@ WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor",
 
 
 def fabricate(schema: dict[str, Any], rng: random.Random, *, root: dict[str, Any] | None = None,
-              name: str = "value", depth: int = 0) -> Any:
-    """A value valid under ``schema`` (the common JSON Schema subset pydantic emits)."""
+              name: str = "value", depth: int = 0, list_items: int | None = None) -> Any:
+    """A value valid under ``schema`` (the common JSON Schema subset pydantic emits).
+    ``list_items`` asks for arrays of that length where the schema's bounds allow."""
     root = root if root is not None else schema
     if "$ref" in schema:
         target: Any = root
         for part in schema["$ref"].removeprefix("#/").split("/"):
             target = target[part]
         extra = {k: v for k, v in schema.items() if k != "$ref"}
-        return fabricate({**target, **extra}, rng, root=root, name=name, depth=depth)
+        return fabricate({**target, **extra}, rng, root=root, name=name, depth=depth, list_items=list_items)
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
@@ -28,12 +29,12 @@ def fabricate(schema: dict[str, Any], rng: random.Random, *, root: dict[str, Any
     for key in ("anyOf", "oneOf"):
         if key in schema:
             options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
-            return fabricate(rng.choice(options), rng, root=root, name=name, depth=depth)
+            return fabricate(rng.choice(options), rng, root=root, name=name, depth=depth, list_items=list_items)
     if "allOf" in schema:
         merged: dict[str, Any] = {}
         for part in schema["allOf"]:
             merged.update(part)
-        return fabricate(merged, rng, root=root, name=name, depth=depth)
+        return fabricate(merged, rng, root=root, name=name, depth=depth, list_items=list_items)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -45,14 +46,18 @@ def fabricate(schema: dict[str, Any], rng: random.Random, *, root: dict[str, Any
         out = {}
         for key, sub in props.items():
             if key in required or depth < 3:
-                out[key] = fabricate(sub, rng, root=root, name=key, depth=depth + 1)
+                out[key] = fabricate(sub, rng, root=root, name=key, depth=depth + 1, list_items=list_items)
         return out
     if kind == "array":
         lo = schema.get("minItems", 1)
         hi = schema.get("maxItems", max(lo, 3))
-        count = rng.randint(lo, max(lo, min(hi, lo + 3)))
+        if list_items is not None:
+            count = max(lo, min(hi, list_items))
+        else:
+            count = rng.randint(lo, max(lo, min(hi, lo + 3)))
         items = schema.get("items", {"type": "string"})
-        values = [fabricate(items, rng, root=root, name=name, depth=depth + 1) for _ in range(count)]
+        values = [fabricate(items, rng, root=root, name=name, depth=depth + 1, list_items=list_items)
+                  for _ in range(count)]
         if schema.get("uniqueItems"):
             unique = []
             for v in values:

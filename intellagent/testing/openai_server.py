@@ -34,7 +34,7 @@ class OpenAIServer:
     def __init__(self, *, latency: float = 0.0, fault_rate: float = 0.0,
                  fault_kinds: Iterable[str] = FAULTS, faults: Iterable[str] = (),
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
-                 responder: Responder | None = None) -> None:
+                 responder: Responder | None = None, list_items: int | None = None) -> None:
         self.latency = latency
         self.fault_rate = fault_rate
         self.fault_kinds = list(fault_kinds)
@@ -42,6 +42,7 @@ class OpenAIServer:
         self.retry_after = retry_after
         self.timeout_hang = timeout_hang
         self.responder = responder
+        self.list_items = list_items
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -200,7 +201,7 @@ class OpenAIServer:
         rng = random.Random(f"{self._seed}:{digest}")
         message = self.responder(request) if self.responder else None
         if message is None:
-            message = self._fabricated(request, rng, invalid)
+            message = self._fabricated(request, rng, invalid, self.list_items)
         text = json.dumps(message)
         return {
             "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": int(time.time()),
@@ -213,7 +214,8 @@ class OpenAIServer:
         }
 
     @staticmethod
-    def _fabricated(request: dict[str, Any], rng: random.Random, invalid: bool) -> dict[str, Any]:
+    def _fabricated(request: dict[str, Any], rng: random.Random, invalid: bool,
+                    list_items: int | None = None) -> dict[str, Any]:
         tools = request.get("tools") or []
         choice = request.get("tool_choice")
         forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
@@ -223,13 +225,13 @@ class OpenAIServer:
             tool = next((t["function"] for t in tools if t["function"]["name"] == forced),
                         rng.choice(tools)["function"] if tools else {"name": forced})
             args = {"unexpected": "shape"} if invalid else fabricate(
-                tool.get("parameters", {"type": "object"}), rng)
+                tool.get("parameters", {"type": "object"}), rng, list_items=list_items)
             return {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{rng.getrandbits(32):08x}", "type": "function",
                 "function": {"name": tool["name"], "arguments": json.dumps(args)}}]}
         if response_format.get("type") == "json_schema":
             schema = response_format["json_schema"].get("schema", {})
-            content = "{}" if invalid else json.dumps(fabricate(schema, rng))
+            content = "{}" if invalid else json.dumps(fabricate(schema, rng, list_items=list_items))
             return {"role": "assistant", "content": content}
         words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
         return {"role": "assistant", "content": f"Test server reply: {words}."}
@@ -247,10 +249,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=0.05)
     parser.add_argument("--timeout-hang", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list-items", type=int, default=None,
+                        help="Fabricate arrays of this length where the schema allows.")
     args = parser.parse_args(argv)
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
-                          seed=args.seed).start()
+                          seed=args.seed, list_items=args.list_items).start()
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -1,7 +1,8 @@
 """Mock models that make every stage run offline and deterministically.
 
 - ``mock/schema``: fabricates a valid instance of any response model from the run seed and the
-  request; chat replies are deterministic text, or a tool call with valid arguments.
+  request; chat replies are deterministic text, or a tool call with valid arguments. Options:
+  ``tool_call_rate`` (0.5), ``list_items`` (a preferred length for lists, within their bounds).
 - ``mock/scripted``: replies from a queue and records every request (``enqueue``, ``history``).
 - ``mock/function``: replies from a Python callable ``fn(request, response_model)``.
 """
@@ -37,9 +38,10 @@ class SchemaModel:
 
     cacheable = True
 
-    def __init__(self, seed: int = 0, tool_call_rate: float = 0.5) -> None:
+    def __init__(self, seed: int = 0, tool_call_rate: float = 0.5, list_items: int | None = None) -> None:
         self.seed = seed
         self.tool_call_rate = tool_call_rate
+        self.list_items = list_items
         self.requests = 0
 
     def _rng(self, request: ChatRequest) -> random.Random:
@@ -66,7 +68,7 @@ class SchemaModel:
         schema = response_model.model_json_schema()
         error: Exception | None = None
         for _ in range(validation_retries + 1):
-            data = fabricate(schema, rng)
+            data = fabricate(schema, rng, list_items=self.list_items)
             try:
                 value = response_model.model_validate(data)
             except ValidationError as exc:  # a custom validator the schema cannot express
@@ -176,7 +178,9 @@ def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
     kind = settings.model.removeprefix("mock/")
     options = dict(settings.options)
     if kind == "schema":
-        return SchemaModel(seed=seed, tool_call_rate=float(options.get("tool_call_rate", 0.5)))
+        list_items = options.get("list_items")
+        return SchemaModel(seed=seed, tool_call_rate=float(options.get("tool_call_rate", 0.5)),
+                           list_items=int(list_items) if list_items is not None else None)
     if kind == "scripted":
         return ScriptedModel(options.get("replies", []))
     if kind == "function":

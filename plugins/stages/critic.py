@@ -89,8 +89,9 @@ class PolicyCritic(Critic):
         if not outcome.ok:
             return Verdict(event_id=event.id, status="infra-error", reason=outcome.error or "")
         j = outcome.value
-        exercised = [p.id for p, e in zip(policies, j.exercised) if e]
         violated = [Violation(policy=p.id, reason=r) for p, v, r in zip(policies, j.violated, j.reasons) if v]
+        # a violated policy was in play, whatever the judge said about "exercised"
+        exercised = [p.id for p, e, v in zip(policies, j.exercised, j.violated) if e or v]
         if dialog.stop_reason == "agent-error":
             violated.append(Violation(policy="-", reason=f"the agent failed: {dialog.error}"))
         if dialog.stop_disputed:

@@ -13,7 +13,8 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
-BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "graph")
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "graph",
+                    "events", "simulate", "critique", "report")
 
 
 class Context:
@@ -207,26 +208,30 @@ def _overrides(events: int | None, agent: str | None, seed: int | None,
     return out
 
 
-@cli.command()
-@click.argument("environment")
-@click.option("--pipeline", type=click.Path(path_type=Path), default=None,
-              help="Pipeline YAML (default: the built-in IntellAgent pipeline).")
-@click.option("--events", type=int, default=None, help="Number of events to sample.")
-@click.option("--agent", default=None, help="Agent under test plugin (openai-tools, http, python).")
-@click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema.")
-@click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it).")
-@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
-              show_default=True)
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="Seed data folder to use instead of the environment's own.")
-@click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
-@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
-@click.pass_obj
-def run(obj: Context, environment: str, pipeline: Path | None, events: int | None,
-        agent: str | None, model: str | None, seed: int | None, workspace: Path,
-        data: Path | None, budget: float | None, no_cache: bool) -> None:
-    """Run the whole pipeline on ENVIRONMENT and write the reports. Running it again resumes:
-    finished items are reused, no model call is repeated."""
+def pipeline_options(fn: Any) -> Any:
+    """The options shared by ``run`` and the stage commands."""
+    for option in reversed([
+        click.argument("environment"),
+        click.option("--pipeline", type=click.Path(path_type=Path), default=None,
+                     help="Pipeline YAML (default: the built-in IntellAgent pipeline)."),
+        click.option("--events", type=int, default=None, help="Number of events to sample."),
+        click.option("--agent", default=None, help="Agent under test (openai-tools, http, python)."),
+        click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema."),
+        click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it)."),
+        click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+                     show_default=True),
+        click.option("--data", type=click.Path(path_type=Path), default=None,
+                     help="Seed data folder to use instead of the environment's own."),
+        click.option("--budget", type=float, default=None, help="Stop launching model calls past $."),
+        click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses."),
+    ]):
+        fn = option(fn)
+    return click.pass_obj(fn)
+
+
+def _run_until(obj: Context, until: str | None, environment: str, pipeline: Path | None,
+               events: int | None, agent: str | None, model: str | None, seed: int | None,
+               workspace: Path, data: Path | None, budget: float | None, no_cache: bool) -> Any:
     import asyncio
 
     from intellagent.engine import load_pipeline, run_pipeline
@@ -238,15 +243,82 @@ def run(obj: Context, environment: str, pipeline: Path | None, events: int | Non
     env = load_environment(environment_path(registry, environment), data=data)
     spec = load_pipeline(pipeline, registry, _overrides(events, agent, seed, budget))
     store = Store.for_workspace(workspace)
-    report, paths = asyncio.run(run_pipeline(spec, env, store=store, registry=registry,
-                                             workspace=workspace, model=model,
-                                             cache=False if no_cache else None, hooks=registry.pm))
+    return asyncio.run(run_pipeline(spec, env, store=store, registry=registry, workspace=workspace,
+                                    model=model, cache=False if no_cache else None,
+                                    hooks=registry.pm, until=until))
+
+
+@cli.command()
+@pipeline_options
+def run(obj: Context, **options: Any) -> None:
+    """Run the whole pipeline on ENVIRONMENT and write the reports. Running it again resumes:
+    finished items are reused, no model call is repeated."""
+    report, paths = _run_until(obj, None, **options)
     t = report.totals
     rate = "–" if report.success.rate is None else f"{report.success.rate:.0%}"
     click.echo(f"run {report.run_id}: {t.get('events', 0)} events, {t.get('pass', 0)} pass, "
                f"{t.get('fail', 0)} fail, success {rate}")
     for path in paths:
         click.echo(f"report: {path}")
+
+
+@cli.command()
+@pipeline_options
+def events(obj: Context, **options: Any) -> None:
+    """Extract, sample and generate ENVIRONMENT's events (stored for the later stages)."""
+    report, _ = _run_until(obj, "generate", **options)
+    for r in report.results:
+        e = r.event
+        click.echo(f"{e.id} {e.status:<11} complexity {e.spec.complexity:<3} "
+                   f"{' '.join(e.spec.policies):<24} {(e.error or e.scenario)[:90]}")
+
+
+@cli.command()
+@pipeline_options
+def simulate(obj: Context, **options: Any) -> None:
+    """Everything up to the dialogs of ENVIRONMENT's events (reusing stored events)."""
+    report, _ = _run_until(obj, "simulate", **options)
+    for r in report.results:
+        d = r.dialog
+        if d is None:
+            click.echo(f"{r.event.id} event-{r.event.status}")
+            continue
+        calls = sum(len(t.tool_calls) for t in d.turns)
+        click.echo(f"{r.event.id} {d.stop_reason:<11} {len(d.turns)} turns, {calls} tool calls")
+
+
+@cli.command()
+@pipeline_options
+def critique(obj: Context, **options: Any) -> None:
+    """Everything up to the verdicts (reusing stored events and dialogs), without reports."""
+    report, _ = _run_until(obj, "critique", **options)
+    for r in report.results:
+        reason = (r.verdict.reason if r.verdict else r.event.error) or ""
+        click.echo(f"{r.event.id} {r.status:<15} {reason[:100]}")
+
+
+@cli.command()
+@click.argument("run", default="latest")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.option("--format", "formats", default="html,json,csv", show_default=True,
+              help="Reporters to write, comma-separated.")
+@click.pass_obj
+def report(obj: Context, run: str, workspace: Path, formats: str) -> None:
+    """Write RUN's reports again (e.g. in another format) from its stored results."""
+    from intellagent.report import RunReport
+    from intellagent.store import Store
+
+    if not (workspace / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    run_id = Store.for_workspace(workspace).resolve_run(run)
+    source = workspace / "runs" / run_id / "report.json"
+    if not source.is_file():
+        raise IntellagentError("this run has no report.json (it did not finish)", file=source)
+    data = RunReport.model_validate_json(source.read_text(encoding="utf-8"))
+    for name in [f.strip() for f in formats.split(",") if f.strip()]:
+        reporter = obj.registry.resolve("stage", name).value(None)
+        click.echo(f"report: {reporter.write(data, source.parent)}")
 
 
 @cli.command()

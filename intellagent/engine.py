@@ -138,7 +138,10 @@ class Progress:
 
 async def run_pipeline(pipeline: Pipeline, env: Environment, *, store: Store, registry: Registry,
                        workspace: Path, model: str | None = None, cache: bool | None = None,
-                       progress_stream: Any = None, hooks: Any = None) -> tuple[RunReport, list[Path]]:
+                       progress_stream: Any = None, hooks: Any = None,
+                       until: str | None = None) -> tuple[RunReport, list[Path]]:
+    """Run the pipeline (up to and including stage ``until``: generate, simulate or critique,
+    for the stage commands) and write the reports when it ran to the end."""
     spec = pipeline.spec
     run_id = store.start_run(environment=env.name, seed=spec.seed,
                              config=spec.model_dump(mode="json", by_alias=True))
@@ -154,7 +157,7 @@ async def run_pipeline(pipeline: Pipeline, env: Environment, *, store: Store, re
     if call:
         call.before_run(run=ctx)
     try:
-        report = await _run(pipeline, ctx, progress, call)
+        report = await _run(pipeline, ctx, progress, call, until)
     except BaseException as exc:
         store.flush()
         store.set_run_status(run_id, "failed")
@@ -163,9 +166,11 @@ async def run_pipeline(pipeline: Pipeline, env: Environment, *, store: Store, re
         raise
     finally:
         await llm.aclose()
-    folder = workspace / "runs" / run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [reporter.write(report, folder) for reporter in pipeline.reporters]
+    paths: list[Path] = []
+    if until is None:
+        folder = workspace / "runs" / run_id
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = [reporter.write(report, folder) for reporter in pipeline.reporters]
     store.set_run_status(run_id, "budget-exhausted" if llm.budget_exhausted else "done")
     if call:
         call.after_run(run=ctx, report=report)
@@ -174,7 +179,8 @@ async def run_pipeline(pipeline: Pipeline, env: Environment, *, store: Store, re
     return report, paths
 
 
-async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: Any) -> RunReport:
+async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: Any,
+               until: str | None = None) -> RunReport:
     stages = pipeline.stages
 
     def observe(name: str, stage: Stage, outputs: Any) -> None:
@@ -201,29 +207,41 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
     observe("sampler", stages["sampler"], specs)
 
     agent_class, agent_config = pipeline.agent_class, pipeline.agent_config
-    for name in ("generate", "simulate", "critique"):
+    phases = ("generate", "simulate", "critique")
+    phases = phases[:phases.index(until) + 1] if until in phases else phases
+    for name in phases:
         progress.start(name, len(specs))
     critic = stages["critic"]
 
+    # events in progress at once: enough to keep every model slot busy, few enough that their
+    # databases and transcripts do not pile up in memory
+    in_progress = asyncio.Semaphore(max(4, 2 * ctx.llm.settings.max_concurrency))
+
     async def one(spec: EventSpec) -> EventResult:
+        async with in_progress:
+            return await one_event(spec)
+
+    async def one_event(spec: EventSpec) -> EventResult:
         if ctx.llm.budget_exhausted:
             return None  # type: ignore[return-value]
         event = await stages["generator"].generate(ctx, graph, spec)
         progress.tick("generate", failed=event.status != "ok")
-        if event.status != "ok":
-            progress.tick("simulate", failed=True)
-            progress.tick("critique", failed=True)
+        if event.status != "ok" or "simulate" not in phases:
+            for name in phases[1:]:
+                progress.tick(name, failed=True)
             return EventResult(event=event)
         dialog = await stages["simulator"].simulate(
             ctx, graph, event, lambda: agent_class(agent_config, ctx),
             stop_check=getattr(critic, "check_stop", None))
         progress.tick("simulate", failed=dialog.stop_reason in ("infra-error", "agent-error"))
+        if "critique" not in phases:
+            return EventResult(event=event, dialog=dialog)
         verdict = await critic.critique(ctx, graph, event, dialog)
         progress.tick("critique", failed=verdict.status not in ("pass", "fail"))
         return EventResult(event=event, dialog=dialog, verdict=verdict)
 
     results = [r for r in await asyncio.gather(*[one(s) for s in specs]) if r is not None]
-    for name in ("generate", "simulate", "critique"):
+    for name in phases:
         progress.finish(name)
     ctx.store.flush()
     return build_report(run_id=ctx.run_id, environment=ctx.env.name,

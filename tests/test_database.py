@@ -101,3 +101,19 @@ def test_select_filters_on_columns(shop):
     assert [c["customer_id"] for c in db.select("customers", tier="gold")] == ["c1"]
     with pytest.raises(KeyError):
         db.select("customers", colour="red")
+
+
+def test_database_diff_equals_the_dump_diff(shop):
+    from intellagent.environment import diff_databases
+
+    db = load_environment(shop).seed_database()
+    before = db.copy()
+    db.update("customers", "c1", credit=25)
+    record = db.get("orders", "o1")
+    record["items"][0]["qty"] = 2  # 2.0 → 2: same value, other type
+    db.put("orders", "o1", record)
+    db.insert("orders", {"order_id": "o3", "customer_id": "c2", "items": []})
+    db.delete("orders", "o2")
+    assert diff_databases(before, db) == diff_dumps(before.dump(), db.dump())
+    assert diff_databases(before, db).tables["orders"].changed["o1"][0].path == "items"
+    assert diff_databases(db, db.copy()).empty

@@ -196,3 +196,32 @@ def test_run_against_the_local_server_over_http(runner, tmp_path):
 def _roles(workspace: Path) -> list[str]:
     with sqlite3.connect(workspace / "intellagent.db") as conn:
         return [f"{r}|{m}" for r, m in conn.execute("SELECT role, model FROM llm_calls")]
+
+
+def test_stage_commands_build_on_each_other(runner, tmp_path):
+    ws = ["--workspace", str(tmp_path)]
+    events = runner.invoke(cli, ["events", "airline", "--events", "8", *ws])
+    assert events.exit_code == 0, events.output
+    lines = events.stdout.strip().splitlines()
+    assert len(lines) == 8 and all(l.startswith("E00") for l in lines)
+    assert _artefacts(tmp_path).get("event") == 8 and "dialog" not in _artefacts(tmp_path)
+
+    simulated = runner.invoke(cli, ["simulate", "airline", "--events", "8", *ws])
+    assert simulated.exit_code == 0, simulated.output
+    assert _artefacts(tmp_path)["event"] == 8 and "verdict" not in _artefacts(tmp_path)
+    dialogs = _artefacts(tmp_path).get("dialog", 0)
+    assert dialogs == sum(1 for l in simulated.stdout.splitlines() if "turns" in l)
+
+    critiqued = runner.invoke(cli, ["critique", "airline", "--events", "8", *ws])
+    assert critiqued.exit_code == 0, critiqued.output
+    assert _artefacts(tmp_path)["dialog"] == dialogs and _artefacts(tmp_path)["verdict"] == dialogs
+    assert not list(tmp_path.glob("runs/*/report.html"))
+
+    calls_before = len(_calls(tmp_path))
+    full = runner.invoke(cli, ["run", "airline", "--events", "8", *ws])
+    assert full.exit_code == 0 and len(_calls(tmp_path)) == calls_before  # everything reused
+
+    again = runner.invoke(cli, ["report", "latest", "--format", "csv", *ws])
+    assert again.exit_code == 0 and again.stdout.startswith("report: ") and again.stdout.strip().endswith("report.csv")
+    rows = (tmp_path / again.stdout.strip()[8:]).read_text().splitlines()
+    assert len(rows) == 9 and rows[0].startswith("event,status,complexity")

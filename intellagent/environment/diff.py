@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.environment.database import Dump
+from intellagent.environment.database import Database, Dump, _q
 
 
 class FieldChange(BaseModel):
@@ -47,8 +47,19 @@ def _field_changes(before: Any, after: Any, path: str, out: list[FieldChange]) -
                 out.append(FieldChange(path=sub, before=None, after=after[k]))
             else:
                 _field_changes(before[k], after[k], sub, out)
-    elif type(before) is not type(after) or before != after:
+    elif not _same(before, after):
         out.append(FieldChange(path=path, before=before, after=after))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that, like the state hash, tells 2 from 2.0 and True from 1, at any depth."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return a == b
 
 
 def diff_dumps(before: Dump, after: Dump) -> DbDiff:
@@ -65,6 +76,37 @@ def diff_dumps(before: Dump, after: Dump) -> DbDiff:
             _field_changes(old[key], new[key], "", changes)
             if changes:
                 td.changed[key] = changes
+        if td.added or td.removed or td.changed:
+            td.changed = dict(sorted(td.changed.items()))
+            result.tables[tname] = td
+    return result
+
+
+def diff_databases(before: Database, after: Database) -> DbDiff:
+    """``diff_dumps(before.dump(), after.dump())`` without decoding the rows that did not change
+    (raw SQLite values are compared first): cheap for a large database with a few changes."""
+    result = DbDiff()
+    for tname, table in before.schema.tables.items():
+        cols = ", ".join(_q(c) for c in table.columns)
+        pk = list(table.columns).index(table.primary_key)
+        old = {row[pk]: row for row in before.conn.execute(f"SELECT {cols} FROM {_q(tname)}")}
+        new = {row[pk]: row for row in after.conn.execute(f"SELECT {cols} FROM {_q(tname)}")}
+        td = TableDiff()
+        for key, row in new.items():
+            if key not in old:
+                k, record = after._decode(table, row)
+                td.added[k] = record
+            elif not _same(old[key], row):
+                k, was = before._decode(table, old[key])
+                _, now = after._decode(table, row)
+                changes: list[FieldChange] = []
+                _field_changes(was, now, "", changes)
+                if changes:
+                    td.changed[k] = changes
+        for key, row in old.items():
+            if key not in new:
+                k, record = before._decode(table, row)
+                td.removed[k] = record
         if td.added or td.removed or td.changed:
             td.changed = dict(sorted(td.changed.items()))
             result.tables[tname] = td

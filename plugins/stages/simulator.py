@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from intellagent.agent import ToolBox
 from intellagent.artefacts import Dialog, Event, PolicyGraph, Turn
-from intellagent.environment import diff_dumps
+from intellagent.environment import diff_databases
 from intellagent.model import StrictModel
 from intellagent.stages import Simulator
 
@@ -63,7 +63,7 @@ class UserAgentSimulator(Simulator):
 
     async def _run(self, ctx, graph, event, agent_factory, stop_check) -> Dialog:
         db = ctx.event_database(event)
-        initial = db.dump() if db is not None else None
+        initial = db.copy() if db is not None else None
         toolbox = ToolBox(ctx.env, db)
         agent = agent_factory()
         dialog = Dialog(event_id=event.id)
@@ -111,5 +111,7 @@ class UserAgentSimulator(Simulator):
         dialog.tool_errors = sum(1 for r in toolbox.records if r.error)
         if db is not None:
             dialog.final_hash = db.hash()
-            dialog.db_diff = diff_dumps(initial, db.dump()).model_dump(mode="json")
+            dialog.db_diff = diff_databases(initial, db).model_dump(mode="json")
+            initial.close()
+            db.close()
         return dialog

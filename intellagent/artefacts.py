@@ -79,6 +79,8 @@ class EventSpec(BaseModel):
     target_complexity: int
     complexity: int
     teleports: int = Field(default=0, description="Jumps made because the walk hit a dead end.")
+    task: dict[str, Any] | None = Field(default=None, description="The ground-truth task, for "
+                                        "samplers that read tasks instead of walking the graph.")
 
 
 class Symbol(BaseModel):
@@ -113,6 +115,8 @@ class Event(BaseModel):
     rows: list[RowChange] = Field(default_factory=list)
     initial_hash: str | None = Field(default=None, description="Hash of the initial database.")
     repairs: int = 0
+    task: dict[str, Any] | None = Field(default=None, description="A ground-truth task the event "
+                                        "replays (τ-bench: index, trial, actions, outputs).")
 
 
 class ToolCallRecord(BaseModel):

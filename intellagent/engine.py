@@ -24,10 +24,10 @@ from intellagent.stages import STAGE_KINDS, Stage
 from intellagent.store import Store
 from intellagent.yamlio import format_loc, line_of, read_yaml, validate_data
 
-def builtin_pipeline() -> Path:
+def builtin_pipeline(name: str = "intellagent") -> Path:
     import intellagent_plugins
 
-    return Path(intellagent_plugins.__file__).parent / "pipelines" / "intellagent.yaml"
+    return Path(intellagent_plugins.__file__).parent / "pipelines" / f"{name}.yaml"
 
 
 @dataclass
@@ -47,6 +47,8 @@ def load_pipeline(path: Path | None, registry: Registry, overrides: dict[str, An
     resolves to a plugin of the right kind, every option fits its plugin's config, and each
     stage consumes only what earlier stages produce. No model is called."""
     source = path or builtin_pipeline()
+    if path is not None and not path.exists() and builtin_pipeline(str(path)).is_file():
+        source = builtin_pipeline(str(path))  # a built-in pipeline by name: intellagent, tau-bench
     raw = read_yaml(source)
     if raw is None:
         raise ConfigError("file is empty", file=source)
@@ -231,7 +233,7 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
                 progress.tick(name, failed=True)
             return EventResult(event=event)
         dialog = await stages["simulator"].simulate(
-            ctx, graph, event, lambda: agent_class(agent_config, ctx),
+            ctx, graph, event, lambda: agent_class(agent_config, ctx, event),
             stop_check=getattr(critic, "check_stop", None))
         progress.tick("simulate", failed=dialog.stop_reason in ("infra-error", "agent-error"))
         if "critique" not in phases:

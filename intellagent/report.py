@@ -70,6 +70,22 @@ class RunReport(BaseModel):
     pair_coverage: float
     cost: list[dict[str, Any]]
     results: list[EventResult]
+    pass_hat_k: dict[int, float] | None = Field(
+        default=None, description="For task replays: mean over tasks of C(c,k)/C(n,k), with c "
+                                  "passes among n scored trials.")
+
+
+def pass_hat_k(results: list[EventResult]) -> dict[int, float] | None:
+    """The unbiased pass^k estimator over the trials of each ground-truth task."""
+    trials: dict[Any, list[bool]] = defaultdict(list)
+    for r in results:
+        if r.event.task is not None and r.verdict is not None and r.verdict.status in SCORED:
+            trials[r.event.task.get("index")].append(r.verdict.status == "pass")
+    if not trials:
+        return None
+    top = min(len(v) for v in trials.values())
+    return {k: round(sum(math.comb(sum(v), k) / math.comb(len(v), k) for v in trials.values())
+                     / len(trials), 4) for k in range(1, top + 1)}
 
 
 def build_report(*, run_id: str | None, environment: str, agent: str, seed: int,
@@ -115,4 +131,4 @@ def build_report(*, run_id: str | None, environment: str, agent: str, seed: int,
         policies=policies,
         policy_coverage=round(len(covered) / len(graph.policies), 4) if graph.policies else 0.0,
         pair_coverage=round(len(seen_pairs & pairs) / len(pairs), 4) if pairs else 0.0,
-        cost=cost, results=results)
+        cost=cost, results=results, pass_hat_k=pass_hat_k(results))

@@ -5,8 +5,9 @@ from intellagent import hookimpl
 
 @hookimpl
 def register_agents(register):
-    from intellagent_plugins.agents.agents import HttpAgent, OpenAIToolsAgent, PythonAgent
+    from intellagent_plugins.agents.agents import HttpAgent, OpenAIToolsAgent, PythonAgent, TauOracleAgent
 
     register("openai-tools", OpenAIToolsAgent)
     register("http", HttpAgent)
     register("python", PythonAgent)
+    register("tau-oracle", TauOracleAgent)

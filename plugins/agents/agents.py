@@ -31,7 +31,7 @@ from intellagent.model import StrictModel
 class ToolLoopAgent(Agent):
     """Ask for a reply; run its tool calls; ask again; until a reply has no tool calls."""
 
-    def __init__(self, config: Any, ctx: Any) -> None:
+    def __init__(self, config: Any, ctx: Any, event: Any = None) -> None:
         self.config = config
         self.ctx = ctx
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": ctx.env.prompt}]
@@ -105,7 +105,7 @@ class PythonConfig(StrictModel):
 class PythonAgent(Agent):
     Config = PythonConfig
 
-    def __init__(self, config: PythonConfig, ctx: Any) -> None:
+    def __init__(self, config: PythonConfig, ctx: Any, event: Any = None) -> None:
         try:
             self.fn = resolve(config.callable, Path.cwd())
         except ReferenceError_ as exc:
@@ -123,3 +123,32 @@ class PythonAgent(Agent):
             return AgentReply(tool_calls=toolbox.records[start:], error=f"{type(exc).__name__}: {exc}")
         self.history.append({"role": "assistant", "content": str(result)})
         return AgentReply(content=str(result), tool_calls=toolbox.records[start:])
+
+
+class OracleConfig(StrictModel):
+    """No options: the oracle knows the event's ground truth."""
+
+
+class TauOracleAgent(Agent):
+    """A reference agent for testing the harness: on the first message it performs the event's
+    ground-truth actions and states the required outputs."""
+
+    Config = OracleConfig
+
+    def __init__(self, config: Any, ctx: Any, event: Any = None) -> None:
+        if event is None or not event.task:
+            raise ConfigError("tau-oracle needs events made from ground-truth tasks", item="agent")
+        self.task = event.task
+        self.done = False
+
+    async def respond(self, message: str, toolbox: ToolBox) -> AgentReply:
+        if self.done:
+            return AgentReply(content="Is there anything else I can help with?")
+        self.done = True
+        start = len(toolbox.records)
+        for action in self.task["actions"]:
+            toolbox.call(action["name"], action["kwargs"], f"oracle_{len(toolbox.records)}")
+            if toolbox.terminal_called:
+                break
+        outputs = ", ".join(self.task.get("outputs") or [])
+        return AgentReply(content=f"Done. {outputs}".strip(), tool_calls=toolbox.records[start:])

@@ -102,7 +102,11 @@ class HtmlReporter(Reporter):
                  f"<td class=num>{t.get('simulator-error', 0)}</td><td class=num>{t.get('event-invalid', 0)}</td>"
                  f"<td>{'–' if report.success.rate is None else f'{report.success.rate:.0%} ({report.success.low:.0%}–{report.success.high:.0%})'}</td></tr></table>",
                  "<p>Only pass and fail count in success rates; infrastructure and simulator errors "
-                 "are reported separately.</p></section>"]
+                 "are reported separately.</p>"]
+        if report.pass_hat_k:
+            parts.append("<p id=pass-hat-k>" + ", ".join(f"pass^{k} = <b>{v:.3f}</b>"
+                                                         for k, v in report.pass_hat_k.items()) + "</p>")
+        parts.append("</section>")
         parts.append("<section id=by-challenge><h2>Success by challenge level</h2><table><tr>"
                      "<th>complexity</th><th>success</th><th>n</th><th>95% CI</th></tr>")
         parts += [f"<tr><td class=num>{k}</td>{_rate(v)}</tr>" for k, v in report.by_challenge.items()]

@@ -10,7 +10,8 @@ def register_stages(register):
     from intellagent_plugins.stages.generator import SymbolicEvents
     from intellagent_plugins.stages.sampler import MaxWalk, UniformWalk, WeightedWalk
     from intellagent_plugins.stages.simulator import UserAgentSimulator
+    from intellagent_plugins.stages.tau import TauPolicy, TauState, TauTaskEvents, TauTasks
 
     for stage in (PolicyGraphExtractor, WeightedWalk, UniformWalk, MaxWalk, SymbolicEvents,
-                  UserAgentSimulator, PolicyCritic):
+                  UserAgentSimulator, PolicyCritic, TauPolicy, TauTasks, TauTaskEvents, TauState):
         register(stage)

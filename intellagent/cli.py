@@ -14,7 +14,7 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "graph",
-                    "events", "simulate", "critique", "report")
+                    "events", "simulate", "critique", "report", "import")
 
 
 class Context:
@@ -392,6 +392,28 @@ def cost(run: str, workspace: Path) -> None:
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
+
+
+@cli.group("import")
+def import_() -> None:
+    """Turn another project's benchmark into IntellAgent environments."""
+
+
+@import_.command("tau-bench")
+@click.argument("checkout", type=click.Path(path_type=Path))
+@click.option("--domain", type=click.Choice(["airline", "retail", "all"]), default="all",
+              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True)
+def import_tau_bench(checkout: Path, domain: str, out: Path) -> None:
+    """Make environment folders tau-airline and tau-retail from a τ-bench CHECKOUT: its data,
+    policy and tasks with IntellAgent's faithful tools. Run its tasks with
+    `intellagent run OUT/tau-airline --pipeline tau-bench`."""
+    from intellagent.tau_import import DOMAINS, import_domain
+
+    if not checkout.is_dir():
+        raise IntellagentError("τ-bench checkout not found", file=checkout)
+    for name in (DOMAINS if domain == "all" else [domain]):
+        click.echo(f"created {import_domain(checkout, name, out)}")
 
 
 def main() -> None:

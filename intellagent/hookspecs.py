@@ -25,9 +25,10 @@ Register = Callable[..., None]
 def register_environments(register: Register) -> None:
     """Register environments (folders of YAML and Python).
 
-    ``register`` is the callback: call ``register(name, path)`` once per environment: ``name`` is short (``"retail"``) and is
-    namespaced by the registering package (``acme_envs/retail``); ``path`` is the environment
-    folder holding ``environment.yaml``. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, path)`` once per environment: ``name``
+    is short (``"retail"``) and is namespaced by the registering package (``acme_envs/retail``);
+    ``path`` is the environment folder holding ``environment.yaml``. Every implementation is
+    called; returns nothing.
     """
 
 
@@ -36,9 +37,9 @@ def register_stages(register: Register) -> None:
     """Register pipeline stage plugins: extractors, samplers, generators, simulators, critics
     and reporters.
 
-    ``register`` is the callback: call ``register(stage_class)`` with a subclass of :class:`intellagent.stages.Stage`; its
-    ``kind`` and ``name`` class attributes say where it plugs in and what a pipeline calls it.
-    Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(stage_class)`` with a subclass of
+    :class:`intellagent.stages.Stage`; its ``kind`` and ``name`` class attributes say where it
+    plugs in and what a pipeline calls it. Every implementation is called; returns nothing.
     """
 
 
@@ -46,8 +47,8 @@ def register_stages(register: Register) -> None:
 def register_agents(register: Register) -> None:
     """Register kinds of agent under test (``openai-tools``, ``http``, ``python``, …).
 
-    ``register`` is the callback: call ``register(name, factory)``; ``factory(config)`` builds the agent. Every implementation
-    is called; returns nothing.
+    ``register`` is the callback: call ``register(name, factory)``; ``factory(config)`` builds
+    the agent. Every implementation is called; returns nothing.
     """
 
 
@@ -55,8 +56,8 @@ def register_agents(register: Register) -> None:
 def register_llm_providers(register: Register) -> None:
     """Register model providers, addressed by a model-name prefix (``mock/``, ``openai/``, …).
 
-    ``register`` is the callback: call ``register(name, factory)``; ``factory(settings)`` returns a provider. Every
-    implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, factory)``; ``factory(settings)``
+    returns a provider. Every implementation is called; returns nothing.
     """
 
 
@@ -64,7 +65,8 @@ def register_llm_providers(register: Register) -> None:
 def register_executors(register: Register) -> None:
     """Register executors, which run a stage's independent work items (local async pool, …).
 
-    ``register`` is the callback: call ``register(name, factory)``. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, factory)``. Every implementation is
+    called; returns nothing.
     """
 
 
@@ -72,8 +74,9 @@ def register_executors(register: Register) -> None:
 def register_env_templates(register: Register) -> None:
     """Register project templates for ``intellagent new-env``.
 
-    ``register`` is the callback: call ``register(name, path)`` with a folder of Jinja templates (``*.jinja`` files are
-    rendered, others copied). Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, path)`` with a folder of Jinja templates
+    (``*.jinja`` files are rendered, others copied). Every implementation is called; returns
+    nothing.
     """
 
 
@@ -81,8 +84,9 @@ def register_env_templates(register: Register) -> None:
 def register_commands(register: Register) -> None:
     """Add subcommands to the ``intellagent`` CLI.
 
-    ``register`` is the callback: call ``register(command)`` with a :class:`click.Command`; its name must not clash with a
-    built-in command or another plugin's. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(command)`` with a :class:`click.Command`; its
+    name must not clash with a built-in command or another plugin's. Every implementation is
+    called; returns nothing.
     """
 
 

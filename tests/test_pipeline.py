@@ -179,7 +179,7 @@ def test_run_against_the_local_server_over_http(runner, tmp_path):
         pipeline = tmp_path / "http.yaml"
         pipeline.write_text((REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text().replace(
             "default: {model: mock/schema}", f"default: {{model: gpt-4o-mini, base_url: '{server.base_url}'}}"))
-        result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "6",
+        result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "30",
                          "--workspace", str(tmp_path / "ws"))
         assert result.exit_code == 0, result.output
         assert len(server.requests) > 20
@@ -189,7 +189,7 @@ def test_run_against_the_local_server_over_http(runner, tmp_path):
         if len(report["graph"]["policies"]) > 1:
             expected.add("edges")
         assert expected <= roles
-        assert report["totals"]["events"] == 6
+        assert report["totals"]["events"] == 30
         assert any(r["dialog"] for r in report["results"])
 
 

@@ -185,34 +185,44 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
                until: str | None = None) -> RunReport:
     stages = pipeline.stages
 
-    def observe(name: str, stage: Stage, outputs: Any) -> None:
+    def notify(hook: str, stage: Stage, **kwargs: Any) -> None:
         if call:
-            call.after_stage(run=ctx, stage=stage, outputs=outputs)
+            getattr(call, hook)(run=ctx, stage=stage, **kwargs)
 
-    if call:
-        call.before_stage(run=ctx, stage=stages["extractor"])
+    async def guarded(stage: Stage, work: Any) -> Any:
+        """Run one stage's work; a failure is reported to ``on_stage_error`` and re-raised."""
+        try:
+            return await work
+        except Exception as exc:
+            notify("on_stage_error", stage, error=exc)
+            raise
+
+    notify("before_stage", stages["extractor"])
     progress.start("extract", 1)
-    graph = await stages["extractor"].extract(ctx)
+    graph = await guarded(stages["extractor"], stages["extractor"].extract(ctx))
     progress.tick("extract")
     progress.finish("extract")
-    observe("extractor", stages["extractor"], graph)
+    notify("after_stage", stages["extractor"], outputs=graph)
 
-    specs: list[EventSpec] = await ctx.item(
+    notify("before_stage", stages["sampler"])
+    stored = await guarded(stages["sampler"], ctx.item(
         "event-specs", (graph.model_dump(mode="json"), stages["sampler"].name,
                         stages["sampler"].config.model_dump()),
-        _SpecList, lambda: _specs(stages["sampler"], ctx, graph))  # type: ignore[arg-type]
-    specs = specs.specs
+        _SpecList, lambda: _specs(stages["sampler"], ctx, graph)))
+    specs: list[EventSpec] = stored.specs
     progress.start("sample", len(specs))
     for _ in specs:
         progress.tick("sample")
     progress.finish("sample")
-    observe("sampler", stages["sampler"], specs)
+    notify("after_stage", stages["sampler"], outputs=specs)
 
     agent_class, agent_config = pipeline.agent_class, pipeline.agent_config
     phases = ("generate", "simulate", "critique")
     phases = phases[:phases.index(until) + 1] if until in phases else phases
+    slots = dict(zip(("generate", "simulate", "critique"), ("generator", "simulator", "critic")))
     for name in phases:
         progress.start(name, len(specs))
+        notify("before_stage", stages[slots[name]])
     critic = stages["critic"]
 
     # events in progress at once: enough to keep every model slot busy, few enough that their
@@ -226,25 +236,28 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
     async def one_event(spec: EventSpec) -> EventResult:
         if ctx.llm.budget_exhausted:
             return None  # type: ignore[return-value]
-        event = await stages["generator"].generate(ctx, graph, spec)
+        event = await guarded(stages["generator"], stages["generator"].generate(ctx, graph, spec))
         progress.tick("generate", failed=event.status != "ok")
         if event.status != "ok" or "simulate" not in phases:
             for name in phases[1:]:
                 progress.tick(name, failed=True)
             return EventResult(event=event)
-        dialog = await stages["simulator"].simulate(
+        dialog = await guarded(stages["simulator"], stages["simulator"].simulate(
             ctx, graph, event, lambda: agent_class(agent_config, ctx, event),
-            stop_check=getattr(critic, "check_stop", None))
+            stop_check=getattr(critic, "check_stop", None)))
         progress.tick("simulate", failed=dialog.stop_reason in ("infra-error", "agent-error"))
         if "critique" not in phases:
             return EventResult(event=event, dialog=dialog)
-        verdict = await critic.critique(ctx, graph, event, dialog)
+        verdict = await guarded(critic, critic.critique(ctx, graph, event, dialog))
         progress.tick("critique", failed=verdict.status not in ("pass", "fail"))
         return EventResult(event=event, dialog=dialog, verdict=verdict)
 
     results = [r for r in await asyncio.gather(*[one(s) for s in specs]) if r is not None]
+    outputs = {"generate": [r.event for r in results], "simulate": [r.dialog for r in results if r.dialog],
+               "critique": [r.verdict for r in results if r.verdict]}
     for name in phases:
         progress.finish(name)
+        notify("after_stage", stages[slots[name]], outputs=outputs[name])
     ctx.store.flush()
     return build_report(run_id=ctx.run_id, environment=ctx.env.name,
                         agent=(pipeline.spec.agent or PluginRef(use="openai-tools")).use,

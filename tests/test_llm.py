@@ -89,6 +89,17 @@ def test_mock_schema_chat_text_and_valid_tool_calls():
     assert after_tool.value.content and not after_tool.value.tool_calls
 
 
+def test_mock_schema_honours_string_patterns():
+    class Codes(BaseModel):
+        symbol: str = Field(pattern=r"^[A-Z]{1,2}\d{1,2}$")
+        order: str = Field(pattern=r"^#W\d{7}$")
+        answer: str = Field(pattern=r"^(yes|no)$")
+
+    for i in range(10):
+        value = run(LLM(seed=i).structured(USER, Codes)).value
+        assert value is not None and value.order.startswith("#W") and value.answer in ("yes", "no")
+
+
 def test_mock_schema_reports_models_it_cannot_satisfy():
     class Impossible(BaseModel):
         code: str

@@ -4,8 +4,20 @@ the local test server): enums, nested objects, arrays, numeric and length bounds
 from __future__ import annotations
 
 import random
+import re
 from datetime import date, timedelta
 from typing import Any
+
+try:  # the standard library's regex parser (``re._parser`` since 3.11)
+    from re import _parser as _sre
+except ImportError:  # pragma: no cover
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+_CATEGORIES = {
+    "CATEGORY_DIGIT": "0123456789", "CATEGORY_WORD": "abcdefghijklmnopqrstuvwxyz0123456789_",
+    "CATEGORY_SPACE": " ", "CATEGORY_NOT_DIGIT": "abcxyz", "CATEGORY_NOT_WORD": "-. ",
+    "CATEGORY_NOT_SPACE": "abcxyz",
+}
 
 WORDS = ("alpha", "bravo", "cedar", "delta", "ember", "fjord", "gale", "harbor", "iris", "jade",
          "kelp", "lumen", "maple", "nova", "onyx", "pine", "quartz", "river", "sage", "tide")
@@ -80,7 +92,71 @@ def fabricate(schema: dict[str, Any], rng: random.Random, *, root: dict[str, Any
     return _string(schema, rng, name)
 
 
+def from_pattern(pattern: str, rng: random.Random) -> str | None:
+    """A string matching ``pattern`` (common regex features), or None when it cannot make one."""
+    try:
+        parsed = _sre.parse(pattern)
+    except re.error:
+        return None
+
+    def gen(items: Any) -> str:
+        out = []
+        for op, arg in items:
+            name = str(op)
+            if name == "LITERAL":
+                out.append(chr(arg))
+            elif name == "ANY":
+                out.append(rng.choice("abcxyz"))
+            elif name == "IN":
+                out.append(pick(arg))
+            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                low, high, sub = arg
+                high = min(high, low + 4) if high != _sre.MAXREPEAT else low + 4
+                out.extend(gen(sub) for _ in range(rng.randint(low, max(low, high))))
+            elif name == "SUBPATTERN":
+                out.append(gen(arg[-1]))
+            elif name == "BRANCH":
+                out.append(gen(rng.choice(arg[1])))
+            elif name == "CATEGORY":
+                out.append(rng.choice(_CATEGORIES.get(str(arg), "a")))
+            elif name == "AT":
+                continue
+            else:
+                raise ValueError(name)
+        return "".join(out)
+
+    def pick(alternatives: Any) -> str:
+        choices: list[str] = []
+        negate = False
+        for op, arg in alternatives:
+            name = str(op)
+            if name == "NEGATE":
+                negate = True
+            elif name == "LITERAL":
+                choices.append(chr(arg))
+            elif name == "RANGE":
+                choices.extend(chr(c) for c in range(arg[0], min(arg[1], arg[0] + 50) + 1))
+            elif name == "CATEGORY":
+                choices.extend(_CATEGORIES.get(str(arg), "a"))
+        if negate:
+            choices = [c for c in "abcdefghijklmnopqrstuvwxyz0123456789" if c not in choices]
+        return rng.choice(choices or ["a"])
+
+    for _ in range(5):
+        try:
+            text = gen(parsed)
+        except ValueError:
+            return None
+        if re.fullmatch(pattern, text):
+            return text
+    return None
+
+
 def _string(schema: dict[str, Any], rng: random.Random, name: str) -> str:
+    if "pattern" in schema:
+        made = from_pattern(schema["pattern"], rng)
+        if made is not None:
+            return made
     fmt = schema.get("format")
     if fmt == "date":
         return (date(2024, 1, 1) + timedelta(days=rng.randint(0, 365))).isoformat()

@@ -124,7 +124,7 @@ def validate(obj: Context, target: str, data: Path | None) -> None:
 
         pipeline = load_pipeline(path, obj.registry)
         chain = " → ".join(f"{slot} {stage.name}" for slot, stage in pipeline.stages.items())
-        click.echo(f"ok: pipeline {path.name}: {chain}; agent {pipeline.spec.agent.use if pipeline.spec.agent else 'openai-tools'}")
+        click.echo(f"ok: pipeline {path.name}: {chain}; agent {pipeline.spec.agent.use}")
         return
     env = load_environment(environment_path(obj.registry, target), data=data, strict=False)
     problems = check_environment(env)
@@ -307,11 +307,8 @@ def critique(obj: Context, **options: Any) -> None:
 def report(obj: Context, run: str, workspace: Path, formats: str) -> None:
     """Write RUN's reports again (e.g. in another format) from its stored results."""
     from intellagent.report import RunReport
-    from intellagent.store import Store
 
-    if not (workspace / "intellagent.db").is_file():
-        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    run_id = Store.for_workspace(workspace).resolve_run(run)
+    run_id = _existing_workspace(workspace).resolve_run(run)
     source = workspace / "runs" / run_id / "report.json"
     if not source.is_file():
         raise IntellagentError("this run has no report.json (it did not finish)", file=source)
@@ -370,11 +367,7 @@ def graph(obj: Context, environment: str, pipeline: Path | None, model: str | No
               show_default=True, help="Workspace folder holding intellagent.db.")
 def cost(run: str, workspace: Path) -> None:
     """Cost and tokens of RUN (a run id, or latest) by stage and model."""
-    from intellagent.store import Store
-
-    if not (workspace / "intellagent.db").is_file():
-        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    store = Store.for_workspace(workspace)
+    store = _existing_workspace(workspace)
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
@@ -414,6 +407,15 @@ def import_tau_bench(checkout: Path, domain: str, out: Path) -> None:
         raise IntellagentError("τ-bench checkout not found", file=checkout)
     for name in (DOMAINS if domain == "all" else [domain]):
         click.echo(f"created {import_domain(checkout, name, out)}")
+
+
+def _existing_workspace(workspace: Path) -> Any:
+    """The store of a workspace that must already exist (for commands that read runs)."""
+    from intellagent.store import Store
+
+    if not (workspace / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    return Store.for_workspace(workspace)
 
 
 def main() -> None:

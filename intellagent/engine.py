@@ -98,8 +98,7 @@ def load_pipeline(path: Path | None, registry: Registry, overrides: dict[str, An
             raise ConfigError(f"stages.{slot}: '{stage.name}' needs {', '.join(missing)}, which no "
                               "earlier stage produces", file=source, line=line_of(raw, ("stages", slot)))
         available |= set(stage.produces)
-    agent_ref = spec.agent or PluginRef(use="openai-tools")
-    pipeline.agent_class, pipeline.agent_config = resolve("agent", agent_ref, ("agent", "use"), "agent")
+    pipeline.agent_class, pipeline.agent_config = resolve("agent", spec.agent, ("agent", "use"), "agent")
     for i, name in enumerate(spec.report):
         cls, config = resolve("reporter", PluginRef(use=name), ("report", i))
         pipeline.reporters.append(cls(config))
@@ -150,8 +149,7 @@ async def run_pipeline(pipeline: Pipeline, env: Environment, *, store: Store, re
     llm = LLM(spec.llm, store=store, registry=registry, run_id=run_id, seed=spec.seed, cache=cache,
               model=model)
     ctx = RunContext(env=env, llm=llm, store=store, seed=spec.seed, run_id=run_id)
-    agent_ref = spec.agent or PluginRef(use="openai-tools")
-    ctx.agent_key = content_hash(agent_ref.model_dump(by_alias=True),
+    ctx.agent_key = content_hash(spec.agent.model_dump(by_alias=True),
                                  llm.settings_for("agent").model_dump())
     progress_stream = progress_stream or sys.stderr
     progress = Progress(llm, progress_stream)
@@ -260,7 +258,7 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
         notify("after_stage", stages[slots[name]], outputs=outputs[name])
     ctx.store.flush()
     return build_report(run_id=ctx.run_id, environment=ctx.env.name,
-                        agent=(pipeline.spec.agent or PluginRef(use="openai-tools")).use,
+                        agent=pipeline.spec.agent.use,
                         seed=ctx.seed, graph=graph, specs=specs, results=results,
                         cost=ctx.store.cost_summary(ctx.run_id))
 

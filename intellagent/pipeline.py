@@ -97,7 +97,8 @@ class PipelineSpec(StrictModel):
     """A whole run: environment, agent under test, models, stages and reports."""
 
     environment: str | None = Field(default=None, description="Environment name or folder.")
-    agent: PluginRef | None = None
+    agent: PluginRef = Field(default_factory=lambda: PluginRef(use="openai-tools"),
+                             description="The agent under test.")
     llm: LLMSettings = Field(default_factory=LLMSettings)
     stages: StagesSpec = Field(default_factory=StagesSpec)
     report: list[str] = Field(default_factory=lambda: ["html", "json", "csv"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
@@ -24,7 +24,6 @@ class RunContext:
     seed: int = 0
     run_id: str | None = None
     agent_key: str = ""
-    counters: dict[str, int] = field(default_factory=dict)
 
     def rng(self, *parts: Any) -> random.Random:
         """A random source for one decision, derived from the run seed and what it is for."""
@@ -48,10 +47,8 @@ class RunContext:
         key = content_hash(kind, self.seed, *key_parts)
         stored = self.store.artefact(kind, key)
         if stored is not None:
-            self.counters[f"{kind}:reused"] = self.counters.get(f"{kind}:reused", 0) + 1
             return model.model_validate_json(stored)
         value = await compute()
         if keep(value):
             self.store.put_artefact(kind, key, value.model_dump_json(), run_id=self.run_id, item=item)
-        self.counters[f"{kind}:made"] = self.counters.get(f"{kind}:made", 0) + 1
         return value

@@ -259,7 +259,7 @@ async def _run(pipeline: Pipeline, ctx: RunContext, progress: Progress, call: An
     ctx.store.flush()
     return build_report(run_id=ctx.run_id, environment=ctx.env.name,
                         agent=pipeline.spec.agent.use,
-                        seed=ctx.seed, graph=graph, specs=specs, results=results,
+                        seed=ctx.seed, graph=graph, results=results,
                         cost=ctx.store.cost_summary(ctx.run_id))
 
 

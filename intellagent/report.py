@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.artefacts import Dialog, Event, EventSpec, PolicyGraph, Verdict
+from intellagent.artefacts import Dialog, Event, PolicyGraph, Verdict
 
 SCORED = ("pass", "fail")
 
@@ -89,7 +89,7 @@ def pass_hat_k(results: list[EventResult]) -> dict[int, float] | None:
 
 
 def build_report(*, run_id: str | None, environment: str, agent: str, seed: int,
-                 graph: PolicyGraph, specs: list[EventSpec], results: list[EventResult],
+                 graph: PolicyGraph, results: list[EventResult],
                  cost: list[dict[str, Any]]) -> RunReport:
     totals: dict[str, int] = defaultdict(int)
     for r in results:

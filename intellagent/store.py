@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel, select
@@ -266,14 +266,6 @@ class Store:
             conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
                          .values(status=status))
 
-    def table_counts(self) -> dict[str, int]:
-        self.flush()
-        with self.engine.connect() as conn:
-            return {name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-                    for name, t in SQLModel.metadata.tables.items() if name in _OWN_TABLES}
-
-
-_OWN_TABLES: Iterable[str] = ("runs", "llm_calls", "llm_cache", "artefacts", "migrations")
 
 # Statements built once, so SQLAlchemy compiles them once (a call row is written per model call).
 _CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -64,11 +63,6 @@ class Environment(BaseModel):
                 raise problems[0]
             self._seed_db = db
         return self._seed_db.copy()
-
-    def database_from(self, dump: dict[str, dict[str, Any]]) -> Database:
-        if self.db_schema is None:
-            raise EnvironmentError_(f"environment '{self.name}' has no database")
-        return Database.from_dump(self.db_schema, dump)
 
 
 def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:

@@ -61,8 +61,10 @@ def run_validator(validator: Validator, *args: Any) -> str | None:
     return None
 
 
-def validate_database(db: Database, validators: list[Validator], *, limit: int = 50) -> list[str]:
-    """Every complaint of every validator over every row, then the whole-database ones."""
+def validate_database(db: Database, validators: list[Validator], *, limit: int = 50,
+                      rows: list[tuple[str, str]] | None = None) -> list[str]:
+    """Every complaint of every validator over every row (or only ``rows``, as (table, key)
+    pairs), then the whole-database ones."""
     problems: list[str] = []
     for v in validators:
         if v.kind != "row":
@@ -70,7 +72,9 @@ def validate_database(db: Database, validators: list[Validator], *, limit: int =
         if v.table not in db.schema.tables:
             problems.append(f"validator {v.name} is for unknown table '{v.table}'")
             continue
-        for key, record in db.items(v.table):
+        records = (db.items(v.table) if rows is None
+                   else [(key, db.get(table, key)) for table, key in rows if table == v.table])
+        for key, record in records:
             complaint = run_validator(v, record, db)
             if complaint:
                 problems.append(f"{v.table}[{key!r}]: {complaint}")

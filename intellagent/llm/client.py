@@ -12,7 +12,6 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
 
-from intellagent.errors import IntellagentError
 from intellagent.llm.errors import ProviderError, RequestTimeout
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
@@ -50,7 +49,6 @@ class LLM:
         self.spent_usd = 0.0
         self.spent_tokens = 0
         self.skipped_for_budget = 0
-        self.calls_made = 0
 
     # -- providers ---------------------------------------------------------------------------
 
@@ -142,13 +140,8 @@ class LLM:
         record = dict(run_id=self.run_id, stage=stage, role=role, model=request.model, kind=kind,
                       request_hash=key)
         if self.budget_exhausted:
-            self.skipped_for_budget += 1
-            return Outcome(status=Status.budget_exhausted, error=self.budget_message(),
-                           request_hash=key)
-        try:
-            provider = self.provider_for(role)
-        except IntellagentError:
-            raise  # configuration, not a model fault: the run cannot start
+            return self._budget_stop(key)
+        provider = self.provider_for(role)  # a configuration error raises: the run cannot start
         record["provider"] = getattr(provider, "name", None) or type(provider).__name__
         cacheable = self.cache_enabled and getattr(provider, "cacheable", False)
 
@@ -195,11 +188,8 @@ class LLM:
             try:
                 async with self._semaphore:
                     if attempts == 1 and self.budget_exhausted:  # spent while waiting for a slot
-                        self.skipped_for_budget += 1
-                        return Outcome(status=Status.budget_exhausted, error=self.budget_message(),
-                                       request_hash=key)
+                        return self._budget_stop(key)
                     await self.limiter.acquire(estimate)
-                    self.calls_made += 1
                     value, usage = await asyncio.wait_for(invoke(provider), timeout)
                 error = None
                 break
@@ -232,6 +222,11 @@ class LLM:
                    "completion_tokens": usage.completion_tokens} if cacheable else None)
         return Outcome(status=Status.ok, value=value, usage=usage, cost_usd=cost, attempts=attempts,
                        request_hash=key)
+
+    def _budget_stop(self, key: str) -> Outcome:
+        """The outcome of a call not made because the budget is spent."""
+        self.skipped_for_budget += 1
+        return Outcome(status=Status.budget_exhausted, error=self.budget_message(), request_hash=key)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         """Exponential back-off with full jitter, never shorter than the server's Retry-After."""

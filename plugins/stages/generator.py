@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, create_model
 
 from intellagent.artefacts import Event, EventSpec, PolicyGraph, RowChange, Symbol
 from intellagent.environment import Database, RowError
-from intellagent.environment.validators import run_validator
+from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
 from intellagent.stages import Generator
 
@@ -177,18 +177,7 @@ class SymbolicEvents(Generator):
                                   role=entity.role, new=bool(draft.new)))
         if errors:
             return symbols, [], errors
-        touched = sorted({(s.table, s.key) for s in symbols})
-        for v in validators:
-            if v.kind == "row":
-                for table, key in touched:
-                    if v.table == table:
-                        complaint = run_validator(v, db.get(table, key), db)
-                        if complaint:
-                            errors.append(f"{table}[{key!r}]: {complaint}")
-            else:
-                complaint = run_validator(v, db)
-                if complaint:
-                    errors.append(f"database: {complaint}")
+        errors = validate_database(db, validators, rows=sorted({(s.table, s.key) for s in symbols}))
         rows = [RowChange(table=s.table, key=s.key, record=db.get(s.table, s.key)) for s in symbols]
         return symbols, rows, errors
 

@@ -81,15 +81,22 @@ class TauTaskEvents(Generator):
     name = "tau-task-events"
     Config = NoOptions
 
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self._seed_hash: str | None = None
+
     async def generate(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Event:
         task = spec.task or {}
-        db = ctx.env.seed_database() if ctx.env.db_schema else None
+        if self._seed_hash is None and ctx.env.db_schema is not None:
+            db = ctx.env.seed_database()  # every task starts from the untouched data
+            self._seed_hash = db.hash()
+            db.close()
         outputs = task.get("outputs") or []
         return Event(id=spec.id, spec=spec, scenario=task.get("instruction", ""),
                      user_knowledge=f"Your user id is {task.get('user_id')}." if task.get("user_id") else "",
                      expected={POLICY.id: "Reach the ground-truth end state"
                                + (f" and tell the user: {', '.join(outputs)}" if outputs else "")},
-                     task=task, initial_hash=db.hash() if db is not None else None)
+                     task=task, initial_hash=self._seed_hash)
 
 
 class TauState(Critic):

@@ -1,55 +1,65 @@
-"""What an agent under test gets: the environment's tools bound to the event's database."""
+"""The agent under test: one model turn at a time, tools executed by whoever drives it.
+
+An agent gets the conversation so far (OpenAI chat messages, the environment's prompt first, tool
+results as ``role: tool`` messages) and the tools it may call, and returns one turn: a reply, or
+tool calls to make, or an error. It never runs tools and never owns the history, so a live dialog
+(:class:`~intellagent.conversation.LiveSession`) and a replay of a ground-truth conversation drive
+the same agent. Agents under test are built without the item's ground truth; a reference agent
+that needs it (an oracle for testing the harness) says so with ``needs_ground_truth``.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from intellagent.artefacts import ToolCallRecord
-from intellagent.environment import Database, Environment
+from intellagent.llm.types import ToolCall
+from intellagent.steps import NoOptions
 
 
-@dataclass
-class ToolBox:
-    """The environment's tools on one event's database; every call is recorded."""
+class AgentTurn(BaseModel):
+    """One turn of the agent: text and/or tool calls to make, or an error."""
 
-    env: Environment
-    db: Database | None
-    records: list[ToolCallRecord] = field(default_factory=list)
-    terminal_called: bool = False
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="The agent failed: crashed, answered "
+                                                        "badly, or its endpoint did.")
+    infra: bool = Field(default=False, description="The failure was IntellAgent's own model "
+                                                   "infrastructure, not the agent.")
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return [tool.openai_schema() for tool in self.env.tools.values()]
-
-    def call(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        tool = self.env.tools.get(name)
-        if tool is None:
-            record = ToolCallRecord(id=call_id, name=name, arguments=text,
-                                    output=f"Error: unknown tool '{name}'", error=True)
-        else:
-            result = tool.call(self.db, text)
-            record = ToolCallRecord(id=call_id, name=name, arguments=text, output=result.output,
-                                    error=result.error)
-            if tool.spec.terminal and not result.error:
-                self.terminal_called = True
-        self.records.append(record)
-        return record
-
-
-class AgentReply(BaseModel):
-    content: str = ""
-    tool_calls: list[ToolCallRecord] = []
-    error: str | None = None
-    infra: bool = False  # the error was the model's infrastructure, not the agent
+    def as_message(self) -> dict[str, Any]:
+        """The turn as an assistant message of the conversation."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in self.tool_calls]
+        return message
 
 
 class Agent:
-    """One conversation with the agent under test. ``respond`` gets the user's message and
-    returns the agent's reply, after any tool calls it made."""
+    """Base class of agent plugins (registered with ``register_agents``).
 
-    async def respond(self, message: str, toolbox: ToolBox) -> AgentReply:
+    ``Config`` is the options model; ``roles`` the LLM roles the agent calls (the built-in
+    ``openai-tools`` declares ``agent``). ``ctx`` is the step context of the step talking to the
+    agent; ``ground_truth`` is None unless ``needs_ground_truth`` is set.
+    """
+
+    Config: ClassVar[type] = NoOptions
+    roles: ClassVar[dict[str, str]] = {}
+    needs_ground_truth: ClassVar[bool] = False
+
+    def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.ground_truth = ground_truth
+
+    @classmethod
+    def check(cls, config: Any) -> str | None:
+        """A problem with ``config`` found before any model call (e.g. a callable that does not
+        import), or None."""
+        return None
+
+    async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         raise NotImplementedError

@@ -13,8 +13,7 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
-BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "graph",
-                    "events", "simulate", "critique", "report", "import")
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report")
 
 
 class Context:
@@ -108,35 +107,66 @@ def plugins(obj: Context) -> None:
 
 @cli.command()
 @click.argument("target")
+@click.option("--pipeline", default=None, help="Also check this pipeline (file or registered name).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Seed data folder to use instead of the environment's own.")
 @click.pass_obj
-def validate(obj: Context, target: str, data: Path | None) -> None:
+def validate(obj: Context, target: str, pipeline: str | None, data: Path | None) -> None:
     """Check an environment (registered NAME or folder PATH): tools match their specs, seed rows
-    fit the schema and pass the validators. Given a pipeline YAML, check that its plugins exist,
-    their options fit, and each stage consumes what earlier stages produce."""
-    from intellagent.environment import check_environment, load_environment
+    fit the schema and pass the validators. Given a pipeline (YAML file or registered name),
+    check that its plugins exist, their options fit and every wire between steps type-checks;
+    no model is called."""
+    from intellagent.environment import load_environment
     from intellagent.envs import environment_path
+    from intellagent.plan import load_plan
 
+    from intellagent.envs import is_environment_folder
+
+    registry = obj.registry
     path = Path(target)
-    if path.is_file() and path.suffix in (".yaml", ".yml") and path.name != "environment.yaml":
-        from intellagent.engine import load_pipeline
-
-        pipeline = load_pipeline(path, obj.registry)
-        chain = " → ".join(f"{slot} {stage.name}" for slot, stage in pipeline.stages.items())
-        click.echo(f"ok: pipeline {path.name}: {chain}; agent {pipeline.spec.agent.use}")
+    is_pipeline_file = path.is_file() and path.suffix in (".yaml", ".yml") \
+        and path.name != "environment.yaml"
+    if is_pipeline_file or (not is_environment_folder(path) and _is_pipeline_name(registry, target)):
+        _echo_plan(load_plan(target, registry))
         return
-    env = load_environment(environment_path(obj.registry, target), data=data, strict=False)
-    problems = check_environment(env)
-    if problems:
-        for problem in problems:
-            click.echo(f"error: {problem}", err=True)
-        sys.exit(2)
+    env = load_environment(environment_path(registry, target), data=data, strict=False)
+    _check_env(env)
     parts = [f"{len(env.tools)} tools"]
     if env.db_schema is not None:
         parts.append(f"{len(env.db_schema.tables)} tables")
     parts.append(f"{len(env.validators)} validators")
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
+    if pipeline is not None:
+        _echo_plan(load_plan(pipeline, registry))
+
+
+def _is_pipeline_name(registry: Registry, target: str) -> bool:
+    try:
+        registry.resolve("environment", target)
+        return False
+    except IntellagentError:
+        pass
+    try:
+        registry.resolve("pipeline", target)
+        return True
+    except IntellagentError:
+        return False
+
+
+def _echo_plan(plan: Any) -> None:
+    roles = ", ".join(f"{r} ({d})" for r, d in sorted(plan.roles.items())) or "none"
+    click.echo(f"ok: pipeline {plan.name}: {plan.describe()}")
+    click.echo(f"    model roles: {roles}")
+
+
+def _check_env(env: Any) -> None:
+    from intellagent.environment import check_environment
+
+    problems = check_environment(env)
+    if problems:
+        for problem in problems:
+            click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
 
 
 @cli.command("new-env")
@@ -194,171 +224,143 @@ def schemas(check: bool, out: Path) -> None:
         click.echo(f"wrote {path}")
 
 
-def _overrides(events: int | None, agent: str | None, seed: int | None,
-               budget: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if events is not None:
-        out["stages.sampler.with.events"] = events
-    if agent is not None:
-        out["agent"] = {"use": agent}
-    if seed is not None:
-        out["seed"] = seed
-    if budget is not None:
-        out["llm.budget_usd"] = budget
+def _extra_params(args: list[str]) -> dict[str, str]:
+    """``--name value`` / ``--name=value`` pairs left over by click: the pipeline's params."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) < 3:
+            raise IntellagentError(f"unexpected argument '{arg}'", item="run")
+        name, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise IntellagentError("needs a value", item=f"--{name}")
+            value = args[i + 1]
+            i += 1
+        out[name] = value
+        i += 1
     return out
 
 
-def pipeline_options(fn: Any) -> Any:
-    """The options shared by ``run`` and the stage commands."""
-    for option in reversed([
-        click.argument("environment"),
-        click.option("--pipeline", type=click.Path(path_type=Path), default=None,
-                     help="Pipeline YAML (default: the built-in IntellAgent pipeline)."),
-        click.option("--events", type=int, default=None, help="Number of events to sample."),
-        click.option("--agent", default=None, help="Agent under test (openai-tools, http, python)."),
-        click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema."),
-        click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it)."),
-        click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
-                     show_default=True),
-        click.option("--data", type=click.Path(path_type=Path), default=None,
-                     help="Seed data folder to use instead of the environment's own."),
-        click.option("--budget", type=float, default=None, help="Stop launching model calls past $."),
-        click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses."),
-    ]):
-        fn = option(fn)
-    return click.pass_obj(fn)
+def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
+    from intellagent.plan import parse_value
+
+    out = []
+    for item in settings:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise IntellagentError("expected KEY=VALUE, e.g. --set steps.dialogs.with.max_turns=6",
+                                   item=f"--set {item}")
+        out.append((key.strip(), parse_value(value), f"--set {key.strip()}"))
+    return out
 
 
-def _run_until(obj: Context, until: str | None, environment: str, pipeline: Path | None,
-               events: int | None, agent: str | None, model: str | None, seed: int | None,
-               workspace: Path, data: Path | None, budget: float | None, no_cache: bool) -> Any:
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("environment")
+@click.option("--pipeline", default=None, help="Pipeline: a registered name (intellagent, "
+              "tau-bench, acme/my-pipeline) or a YAML file. Default: intellagent.")
+@click.option("--until", default=None, help="Stop after this step (and the steps it needs); no report.")
+@click.option("--agent", default=None, help="Agent under test (openai-tools, http, python, ...).")
+@click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema.")
+@click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it).")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="Seed data folder to use instead of the environment's own.")
+@click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
+@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o.")
+@click.pass_context
+def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
+        agent: str | None, model: str | None, seed: int | None, workspace: Path,
+        data: Path | None, budget: float | None, no_cache: bool, settings: tuple[str, ...]) -> None:
+    """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
+    same command again resumes: finished items are reused, no model call is repeated. Options
+    a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
     import asyncio
 
-    from intellagent.engine import load_pipeline, run_pipeline
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path
+    from intellagent.plan import load_plan
+    from intellagent.runner import run_plan
     from intellagent.store import Store
 
+    obj: Context = ctx.obj
     registry = obj.registry
+    overrides: list[tuple[str, Any, str]] = []
+    if agent is not None:
+        overrides.append(("agent", {"use": agent}, "--agent"))
+    if seed is not None:
+        overrides.append(("seed", seed, "--seed"))
+    if budget is not None:
+        overrides.append(("llm.budget_usd", budget, "--budget"))
+    overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
+    plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
+    if model is not None:
+        plan.spec.llm = plan.spec.llm.with_model(model)
     env = load_environment(environment_path(registry, environment), data=data)
-    spec = load_pipeline(pipeline, registry, _overrides(events, agent, seed, budget))
+    _check_env(env)
     store = Store.for_workspace(workspace)
-    return asyncio.run(run_pipeline(spec, env, store=store, registry=registry, workspace=workspace,
-                                    model=model, cache=False if no_cache else None,
-                                    hooks=registry.pm, until=until))
+    result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
+                                  cache=False if no_cache else None, hooks=registry.pm,
+                                  until=until))
+    report = result.report
+    if report is None:
+        from intellagent.results import summarize
 
-
-@cli.command()
-@pipeline_options
-def run(obj: Context, **options: Any) -> None:
-    """Run the whole pipeline on ENVIRONMENT and write the reports. Running it again resumes:
-    finished items are reused, no model call is repeated."""
-    report, paths = _run_until(obj, None, **options)
-    t = report.totals
-    rate = "–" if report.success.rate is None else f"{report.success.rate:.0%}"
-    click.echo(f"run {report.run_id}: {t.get('events', 0)} events, {t.get('pass', 0)} pass, "
-               f"{t.get('fail', 0)} fail, success {rate}")
-    for path in paths:
+        click.echo(f"run {result.run_id}: stopped after step {until}")
+        for s in summarize(result.data):
+            statuses = ", ".join(f"{v} {k}" for k, v in sorted(s.statuses.items()))
+            click.echo(f"  {s.name}: {s.items} items ({statuses or 'none'})")
+        return
+    outcomes = ", ".join(f"{v} {k}" for k, v in report.outcomes.items())
+    click.echo(f"run {report.info.run_id}: {sum(report.outcomes.values())} items"
+               + (f" ({outcomes})" if outcomes else ""))
+    for line in report.headlines():
+        click.echo(f"  {line}")
+    if report.info.status != "done":
+        click.echo(f"  run status: {report.info.status}")
+    for path in result.paths:
         click.echo(f"report: {path}")
-
-
-@cli.command()
-@pipeline_options
-def events(obj: Context, **options: Any) -> None:
-    """Extract, sample and generate ENVIRONMENT's events (stored for the later stages)."""
-    report, _ = _run_until(obj, "generate", **options)
-    for r in report.results:
-        e = r.event
-        click.echo(f"{e.id} {e.status:<11} complexity {e.spec.complexity:<3} "
-                   f"{' '.join(e.spec.policies):<24} {(e.error or e.scenario)[:90]}")
-
-
-@cli.command()
-@pipeline_options
-def simulate(obj: Context, **options: Any) -> None:
-    """Everything up to the dialogs of ENVIRONMENT's events (reusing stored events)."""
-    report, _ = _run_until(obj, "simulate", **options)
-    for r in report.results:
-        d = r.dialog
-        if d is None:
-            click.echo(f"{r.event.id} event-{r.event.status}")
-            continue
-        calls = sum(len(t.tool_calls) for t in d.turns)
-        click.echo(f"{r.event.id} {d.stop_reason:<11} {len(d.turns)} turns, {calls} tool calls")
-
-
-@cli.command()
-@pipeline_options
-def critique(obj: Context, **options: Any) -> None:
-    """Everything up to the verdicts (reusing stored events and dialogs), without reports."""
-    report, _ = _run_until(obj, "critique", **options)
-    for r in report.results:
-        reason = (r.verdict.reason if r.verdict else r.event.error) or ""
-        click.echo(f"{r.event.id} {r.status:<15} {reason[:100]}")
 
 
 @cli.command()
 @click.argument("run", default="latest")
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
-@click.option("--format", "formats", default="html,json,csv", show_default=True,
-              help="Reporters to write, comma-separated.")
+@click.option("--format", "formats", default=None,
+              help="Reporters to write, comma-separated (default: the pipeline's).")
 @click.pass_obj
-def report(obj: Context, run: str, workspace: Path, formats: str) -> None:
-    """Write RUN's reports again (e.g. in another format) from its stored results."""
-    from intellagent.report import RunReport
-
-    run_id = _existing_workspace(workspace).resolve_run(run)
-    source = workspace / "runs" / run_id / "report.json"
-    if not source.is_file():
-        raise IntellagentError("this run has no report.json (it did not finish)", file=source)
-    data = RunReport.model_validate_json(source.read_text(encoding="utf-8"))
-    for name in [f.strip() for f in formats.split(",") if f.strip()]:
-        reporter = obj.registry.resolve("stage", name).value(None)
-        click.echo(f"report: {reporter.write(data, source.parent)}")
-
-
-@cli.command()
-@click.argument("environment")
-@click.option("--pipeline", type=click.Path(path_type=Path), default=None)
-@click.option("--model", default=None)
-@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
-              show_default=True)
-@click.pass_obj
-def graph(obj: Context, environment: str, pipeline: Path | None, model: str | None,
-          workspace: Path) -> None:
-    """Build (or reuse) ENVIRONMENT's policy graph and show its policies and strongest edges."""
-    import asyncio
-
-    from intellagent.context import RunContext
-    from intellagent.engine import load_pipeline
-    from intellagent.environment import load_environment
-    from intellagent.envs import environment_path
-    from intellagent.llm import LLM
-    from intellagent.store import Store
+def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None:
+    """Write RUN's reports again from the store (e.g. in another format, or after changing a
+    reporter or a metric plugin)."""
+    from intellagent.plan import plan_from_data
+    from intellagent.report import RunInfo, RunReport
+    from intellagent.results import RunData, outcomes, summarize
+    from intellagent.runner import write_reports
 
     registry = obj.registry
-    env = load_environment(environment_path(registry, environment))
-    spec = load_pipeline(pipeline, registry)
-    store = Store.for_workspace(workspace)
-    run_id = store.start_run(environment=env.name, seed=spec.spec.seed)
-    llm = LLM(spec.spec.llm, store=store, registry=registry, run_id=run_id, seed=spec.spec.seed,
-              model=model)
-    ctx = RunContext(env=env, llm=llm, store=store, seed=spec.spec.seed, run_id=run_id)
-
-    async def build():
-        try:
-            return await spec.stages["extractor"].extract(ctx)
-        finally:
-            await llm.aclose()
-
-    g = asyncio.run(build())
-    click.echo(f"task: {g.task}")
-    click.echo(f"flows: {', '.join(g.flows)}")
-    for p in g.policies:
-        click.echo(f"{p.id:<4} [{p.category}, challenge {p.challenge}] {p.text}")
-    strongest = sorted(g.edges, key=lambda e: -e.weight)[:10]
-    click.echo(f"{len(g.edges)} edges; strongest: " + ", ".join(f"{e.a}-{e.b} {e.weight:g}" for e in strongest))
+    store = _existing_workspace(workspace)
+    run_id = store.resolve_run(run)
+    config = store.run_config(run_id)
+    if not config.get("info"):
+        raise IntellagentError("this run did not finish; run it again to resume", item=run_id)
+    plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry)
+    reporters = plan.reporters
+    if formats:
+        reporters = [registry.resolve("stage", f.strip()).value(None)
+                     for f in formats.split(",") if f.strip()]
+    data = RunData(store, run_id, plan)
+    metrics = {name: m.compute(data) for name, m in plan.metrics.items()}
+    for name, result in metrics.items():
+        result.name = name
+    rebuilt = RunReport(info=RunInfo.model_validate(config["info"]), steps=summarize(data),
+                        outcomes=outcomes(data), metrics=metrics,
+                        cost=store.cost_summary(run_id))
+    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters):
+        click.echo(f"report: {path}")
 
 
 @cli.command()
@@ -366,12 +368,12 @@ def graph(obj: Context, environment: str, pipeline: Path | None, model: str | No
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True, help="Workspace folder holding intellagent.db.")
 def cost(run: str, workspace: Path) -> None:
-    """Cost and tokens of RUN (a run id, or latest) by stage and model."""
+    """Cost and tokens of RUN (a run id, or latest) by step and model."""
     store = _existing_workspace(workspace)
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
-    header = f"{'stage':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
+    header = f"{'step':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
              f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10}"
     click.echo(header)
     totals = {"calls": 0, "cached": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
@@ -385,28 +387,6 @@ def cost(run: str, workspace: Path) -> None:
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
-
-
-@cli.group("import")
-def import_() -> None:
-    """Turn another project's benchmark into IntellAgent environments."""
-
-
-@import_.command("tau-bench")
-@click.argument("checkout", type=click.Path(path_type=Path))
-@click.option("--domain", type=click.Choice(["airline", "retail", "all"]), default="all",
-              show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True)
-def import_tau_bench(checkout: Path, domain: str, out: Path) -> None:
-    """Make environment folders tau-airline and tau-retail from a τ-bench CHECKOUT: its data,
-    policy and tasks with IntellAgent's faithful tools. Run its tasks with
-    `intellagent run OUT/tau-airline --pipeline tau-bench`."""
-    from intellagent.tau_import import DOMAINS, import_domain
-
-    if not checkout.is_dir():
-        raise IntellagentError("τ-bench checkout not found", file=checkout)
-    for name in (DOMAINS if domain == "all" else [domain]):
-        click.echo(f"created {import_domain(checkout, name, out)}")
 
 
 def _existing_workspace(workspace: Path) -> Any:
@@ -430,3 +410,4 @@ def main() -> None:
         click.echo(f"internal error: {type(exc).__name__}: {exc} "
                    "(set INTELLAGENT_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
+

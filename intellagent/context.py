@@ -1,54 +1,103 @@
-"""What a stage sees while it runs: the environment, the models, the store, the seed."""
+"""What a step sees while it computes one item: the environment, its declared model roles, a
+random source derived from the item, a memo for partial results, and the agent under test."""
 
 from __future__ import annotations
 
+import json
 import random
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel
 
-from intellagent.artefacts import content_hash
 from intellagent.environment import Environment
+from intellagent.errors import IntellagentError
+from intellagent.hashing import content_hash
 from intellagent.llm import LLM
+from intellagent.llm.types import ChatReply, Outcome
 from intellagent.store import Store
 
 M = TypeVar("M", bound=BaseModel)
 
 
+class StepLLM:
+    """The run's models as one step may use them: only the roles it declares, every call
+    accounted to the step."""
+
+    def __init__(self, llm: LLM, step: str, roles: dict[str, str]) -> None:
+        self._llm = llm
+        self.step = step
+        self.roles = roles
+
+    def _check(self, role: str) -> None:
+        if role not in self.roles:
+            raise IntellagentError(f"calls model role '{role}', which it does not declare "
+                                   f"(declared: {', '.join(self.roles) or 'none'})",
+                                   item=f"step {self.step}")
+
+    async def chat(self, messages: list[dict[str, Any]], *, role: str,
+                   tools: list[dict[str, Any]] | None = None,
+                   tool_choice: Any = None) -> Outcome[ChatReply]:
+        self._check(role)
+        return await self._llm.chat(messages, role=role, stage=self.step, tools=tools,
+                                    tool_choice=tool_choice)
+
+    async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
+                         role: str) -> Outcome[M]:
+        self._check(role)
+        return await self._llm.structured(messages, response_model, role=role, stage=self.step)
+
+    def settings_for(self, role: str) -> Any:
+        self._check(role)
+        return self._llm.settings_for(role)
+
+    @property
+    def budget_exhausted(self) -> bool:
+        return self._llm.budget_exhausted
+
+
 @dataclass
-class RunContext:
+class StepContext:
+    """Given to :meth:`intellagent.steps.Step.run`. ``key`` is the item's content key (what
+    the result is cached under); ``item`` its position key in the run (``E0004``)."""
+
     env: Environment
-    llm: LLM
-    store: Store
-    seed: int = 0
-    run_id: str | None = None
-    agent_key: str = ""
+    llm: StepLLM
+    seed: int
+    key: str
+    item: str
+    run_id: str | None
+    step: str
+    _store: Store = field(repr=False, default=None)  # type: ignore[assignment]
+    _agent: Callable[..., Any] | None = field(repr=False, default=None)
+    _memo_scope: Any = field(repr=False, default=None)
 
     def rng(self, *parts: Any) -> random.Random:
-        """A random source for one decision, derived from the run seed and what it is for."""
-        return random.Random(content_hash(self.seed, *parts))
+        """A random source for one decision, derived from the run seed, this item's content key
+        and what it is for: the same inputs give the same choices in every process."""
+        return random.Random(content_hash(self.seed, self.key, *parts))
 
-    def event_database(self, event: Any) -> Any:
-        """A fresh copy of an event's initial database: the seed plus the event's rows."""
-        if self.env.db_schema is None:
-            return None
-        db = self.env.seed_database()
-        with db.transaction():
-            for row in event.rows:
-                db.put(row.table, row.key, row.record)
-        return db
+    def agent(self, ground_truth: Any = None) -> Any:
+        """A new agent under test for one conversation. ``ground_truth`` reaches only reference
+        agents that declare ``needs_ground_truth``; agents under test are built without it."""
+        if self._agent is None:
+            raise IntellagentError("uses the agent under test but does not declare uses_agent",
+                                   item=f"step {self.step}")
+        return self._agent(ground_truth)
 
-    async def item(self, kind: str, key_parts: tuple, model: type[M],
-                   compute: Callable[[], Awaitable[M]], *, item: str | None = None,
-                   keep: Callable[[M], bool] = lambda value: True) -> M:
-        """The finished item for ``key_parts``, from the store when it is there, else computed
-        and recorded (when ``keep`` says it is final: an infra error is retried next run)."""
-        key = content_hash(kind, self.seed, *key_parts)
-        stored = self.store.artefact(kind, key)
-        if stored is not None:
-            return model.model_validate_json(stored)
-        value = await compute()
-        if keep(value):
-            self.store.put_artefact(kind, key, value.model_dump_json(), run_id=self.run_id, item=item)
-        return value
+    def recall(self, *parts: Any) -> Any:
+        """A partial result remembered across runs (e.g. one edge score of a graph), or None.
+        It is keyed by this step's plugin and version, its roles' models and ``parts``."""
+        stored = self._store.artefact("memo", content_hash(self._memo_scope, parts))
+        return None if stored is None else json.loads(stored)
+
+    def remember(self, *parts_and_value: Any) -> None:
+        """``remember(*parts, value)``: keep a JSON-able partial result for :meth:`recall`."""
+        *parts, value = parts_and_value
+        self._store.put_artefact("memo", content_hash(self._memo_scope, parts), json.dumps(value),
+                                 run_id=self.run_id)
+
+    def database(self, rows: Any = ()) -> Any:
+        """A fresh copy of the environment's seed database with ``rows`` (``Row``s) put on
+        top; None when the environment has no database."""
+        return self.env.database_with(rows)

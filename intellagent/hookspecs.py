@@ -34,12 +34,45 @@ def register_environments(register: Register) -> None:
 
 @hookspec
 def register_stages(register: Register) -> None:
-    """Register pipeline stage plugins: extractors, samplers, generators, simulators, critics
-    and reporters.
+    """Register step plugins of every stage kind (extractors, samplers, generators, simulators,
+    critics) and reporters.
 
-    ``register`` is the callback: call ``register(stage_class)`` with a subclass of
-    :class:`intellagent.stages.Stage`; its ``kind`` and ``name`` class attributes say where it
-    plugs in and what a pipeline calls it. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(cls)`` with a subclass of
+    :class:`intellagent.steps.Step` (or a reporter class); its ``kind`` and ``name`` class
+    attributes say which stage kind it is and what a pipeline's ``use:`` calls it. Every
+    implementation is called; returns nothing.
+    """
+
+
+@hookspec
+def register_pipelines(register: Register) -> None:
+    """Register pipeline specs, so ``--pipeline NAME`` finds them like environments.
+
+    ``register`` is the callback: call ``register(name, path)`` with the pipeline YAML file;
+    ``name`` is namespaced by the registering package (``acme/my-pipeline``). Every
+    implementation is called; returns nothing.
+    """
+
+
+@hookspec
+def register_metrics(register: Register) -> None:
+    """Register metric plugins, which reduce the scores of a run's items into tables and
+    figures (:class:`intellagent.metrics.Metric`).
+
+    ``register`` is the callback: call ``register(name, metric_class)``; a pipeline's
+    ``metrics:`` section uses the name with its options. Every implementation is called;
+    returns nothing.
+    """
+
+
+@hookspec
+def register_views(register: Register) -> None:
+    """Register item views: how reporters show an artefact type (a transcript, a replay's
+    per-turn matches) instead of its raw JSON.
+
+    ``register`` is the callback: call ``register(name, view_class)``; the class has
+    ``artefact`` (the type it shows) and ``html(value, item)`` returning an HTML fragment.
+    Every implementation is called; returns nothing.
     """
 
 
@@ -63,10 +96,11 @@ def register_llm_providers(register: Register) -> None:
 
 @hookspec
 def register_executors(register: Register) -> None:
-    """Register executors, which run a stage's independent work items (local async pool, …).
+    """Register executors, which spread a run's per-item work (``local``: asyncio in this
+    process; see :class:`intellagent.executors.Executor`).
 
-    ``register`` is the callback: call ``register(name, factory)``. Every implementation is
-    called; returns nothing.
+    ``register`` is the callback: call ``register(name, executor_class)``; a pipeline picks one
+    with ``executor: {use: NAME, with: {...}}``. Every implementation is called; returns nothing.
     """
 
 
@@ -97,19 +131,20 @@ def register_commands(register: Register) -> None:
 
 @hookspec
 def before_run(run: Any) -> None:
-    """Called once before a run's first stage starts.
+    """Called once before a run's first step starts.
 
-    ``run`` describes the run: pipeline spec, environment, seed and workspace. Every
-    implementation is called; return values are ignored.
+    ``run`` describes the run (:class:`intellagent.runner.RunHandle`: run id, plan,
+    environment, seed, workspace). Every implementation is called; return values are ignored.
     """
 
 
 @hookspec
 def after_run(run: Any, report: Any) -> None:
-    """Called once after the last stage finished.
+    """Called once after the last step finished and the reports were written.
 
-    ``run`` is the run as given to ``before_run``; ``report`` is its final ``RunReport``. Every
-    implementation is called; return values are ignored.
+    ``run`` is the run as given to ``before_run``; ``report`` is its ``RunReport`` (None when
+    the run stopped early with ``--until``). Every implementation is called; return values are
+    ignored.
     """
 
 
@@ -123,33 +158,34 @@ def on_run_error(run: Any, error: BaseException) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Observers: each stage
+# Observers: each step
 # ---------------------------------------------------------------------------
 
 
 @hookspec
-def before_stage(run: Any, stage: Any) -> None:
-    """Called before a stage starts its work items.
+def before_step(run: Any, step: Any) -> None:
+    """Called when a step starts its first item.
 
-    ``run`` is the current run; ``stage`` is the configured stage plugin about to start. Every
+    ``run`` is the current run; ``step`` the planned step (``name``, ``use``, ``kind``,
+    ``plugin``). Every implementation is called; return values are ignored.
+    """
+
+
+@hookspec
+def after_step(run: Any, step: Any, summary: Any) -> None:
+    """Called when a step has finished all its items.
+
+    ``run`` is the current run; ``step`` the planned step; ``summary`` a dict with ``items``
+    (how many) and ``not_ok`` (how many ended with another status than ok). Every
     implementation is called; return values are ignored.
     """
 
 
 @hookspec
-def after_stage(run: Any, stage: Any, outputs: Any) -> None:
-    """Called after a stage finished.
+def on_step_error(run: Any, step: Any, error: BaseException) -> None:
+    """Called when a step raises (a bug or bad input), not for one item's infrastructure error,
+    which is recorded on the item.
 
-    ``run`` is the current run; ``stage`` the stage plugin that finished; ``outputs`` the
-    artefacts it produced. Every implementation is called; return values are ignored.
-    """
-
-
-@hookspec
-def on_stage_error(run: Any, stage: Any, error: BaseException) -> None:
-    """Called when a stage fails as a whole (not for one item's infrastructure error, which is
-    recorded on the item).
-
-    ``run`` is the current run; ``stage`` the failing stage plugin; ``error`` the exception.
-    Every implementation is called; return values are ignored.
+    ``run`` is the current run; ``step`` the planned step; ``error`` the exception. Every
+    implementation is called; return values are ignored.
     """

@@ -1,14 +1,18 @@
-"""The pipeline spec: which plugin runs each stage, with which options and models."""
+"""The pipeline spec: named steps wired by name, the agent under test, models, metrics, reports.
+
+A spec is data. Each step names its plugin (``use``), its options (``with``), where its inputs
+come from (``from``: other steps) and whether it runs once or per item of another step's output
+(``each``). The engine resolves and type-checks the wiring (:mod:`intellagent.plan`) and runs it
+(:mod:`intellagent.runner`); the chain's length and shape are the pipeline's business.
+"""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, field_validator
 
 from intellagent.model import StrictModel
-
-from intellagent.stages import STAGE_KINDS  # noqa: E402,F401  (re-exported)
 
 
 class PluginRef(StrictModel):
@@ -17,6 +21,19 @@ class PluginRef(StrictModel):
     use: str
     with_: dict[str, Any] = Field(default_factory=dict, alias="with",
                                   description="Options, checked by the plugin's own config model.")
+
+
+class StepSpec(PluginRef):
+    """One step: a plugin of a stage kind, its options, and its wiring."""
+
+    from_: str | list[str] | dict[str, str] | None = Field(
+        default=None, alias="from",
+        description="Steps whose outputs feed this step's inputs: a step name, a list of them "
+                    "(each bound to the input of matching type), or {input: step}.")
+    each: str | dict[str, str] | None = Field(
+        default=None, description="Run once per item of this step's output (a list, or a step "
+                                  "that itself runs per item); or {input: step}.")
+    description: str | None = None
 
 
 class ModelSettings(StrictModel):
@@ -44,6 +61,10 @@ class ModelSettings(StrictModel):
                              "variable and name it with api_key_env")
         return None
 
+    def fingerprint(self) -> dict[str, Any]:
+        """What shapes the answers (not how long we wait or where the key is)."""
+        return self.model_dump(exclude={"timeout", "api_key_env", "api_key"})
+
 
 class Price(StrictModel):
     input: float = Field(ge=0, description="Dollars per million prompt tokens.")
@@ -51,15 +72,15 @@ class Price(StrictModel):
 
 
 class LLMSettings(StrictModel):
-    """A default model, optional overrides per role, and the limits shared by all stages."""
+    """A default model, optional overrides per role, and the limits shared by all steps.
+
+    Roles are declared by the steps and agents that use them; ``roles`` may name only those.
+    """
 
     default: ModelSettings = Field(default_factory=lambda: ModelSettings(model="mock/schema"))
-    extractor: ModelSettings | None = None
-    edges: ModelSettings | None = None
-    generator: ModelSettings | None = None
-    user: ModelSettings | None = None
-    agent: ModelSettings | None = None
-    critic: ModelSettings | None = None
+    roles: dict[str, ModelSettings] = Field(default_factory=dict, description="Per-role models, "
+                                            "e.g. {critic: {model: gpt-4.1}}; the roles a pipeline "
+                                            "declares are listed by `intellagent validate`.")
     max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")
     requests_per_minute: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)
@@ -76,30 +97,51 @@ class LLMSettings(StrictModel):
     prices: dict[str, Price] = Field(default_factory=dict, description="Overrides of the price "
                                                                        "table, by model name.")
 
-    ROLES: ClassVar[tuple[str, ...]] = ("extractor", "edges", "generator", "user", "agent", "critic")
-
     def for_role(self, role: str) -> ModelSettings:
         """The role's own settings, else the default."""
-        if role in self.ROLES and getattr(self, role) is not None:
-            return getattr(self, role)
-        return self.default
+        return self.roles.get(role) or self.default
 
-
-class StagesSpec(StrictModel):
-    extractor: PluginRef | None = None
-    sampler: PluginRef | None = None
-    generator: PluginRef | None = None
-    simulator: PluginRef | None = None
-    critic: PluginRef | None = None
+    def with_model(self, model: str) -> "LLMSettings":
+        """Every role on ``model`` (``--model``)."""
+        return self.model_copy(update={
+            "default": self.default.model_copy(update={"model": model}),
+            "roles": {r: s.model_copy(update={"model": model}) for r, s in self.roles.items()}})
 
 
 class PipelineSpec(StrictModel):
-    """A whole run: environment, agent under test, models, stages and reports."""
+    """A whole run: environment, agent under test, models, steps, metrics and reports."""
 
+    description: str = ""
     environment: str | None = Field(default=None, description="Environment name or folder.")
     agent: PluginRef = Field(default_factory=lambda: PluginRef(use="openai-tools"),
-                             description="The agent under test.")
+                             description="The agent under test (for steps that talk to it).")
     llm: LLMSettings = Field(default_factory=LLMSettings)
-    stages: StagesSpec = Field(default_factory=StagesSpec)
-    report: list[str] = Field(default_factory=lambda: ["html", "json", "csv"])
+    steps: dict[str, StepSpec] = Field(description="Named steps; each names its plugin and the "
+                                                   "steps it consumes.")
+    metrics: dict[str, PluginRef] | list[str | PluginRef] = Field(
+        default_factory=dict, description="Metric plugins reducing the items' scores: "
+                                          "{name: {use, with}} or a list of plugin names.")
+    report: list[str] = Field(default_factory=lambda: ["html", "json", "csv"],
+                              description="Reporters writing the run's report.")
+    params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
+                                   "{events: steps.specs.with.events} makes `--events N` set it.")
+    executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),
+                                description="How per-item work is spread (local asyncio by default).")
     seed: int = Field(default=0, description="Drives every random choice of the run.")
+
+    @field_validator("steps")
+    @classmethod
+    def _some_steps(cls, value: dict[str, StepSpec]) -> dict[str, StepSpec]:
+        if not value:
+            raise ValueError("a pipeline needs at least one step")
+        return value
+
+    def metric_refs(self) -> dict[str, PluginRef]:
+        """The metrics as {name: ref}; a bare plugin name is named after the plugin."""
+        if isinstance(self.metrics, dict):
+            return dict(self.metrics)
+        out: dict[str, PluginRef] = {}
+        for entry in self.metrics:
+            ref = PluginRef(use=entry) if isinstance(entry, str) else entry
+            out[ref.use.split("/")[-1]] = ref
+        return out

@@ -25,6 +25,9 @@ KINDS: dict[str, str] = {
     "executor": "register_executors",
     "env-template": "register_env_templates",
     "command": "register_commands",
+    "pipeline": "register_pipelines",
+    "metric": "register_metrics",
+    "view": "register_views",
 }
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -174,7 +177,8 @@ class Registry:
                 raise RegistryError(f"{kind} '{full}' is registered twice: by {previous.provider} "
                                     f"and by {provider}")
             self.components[kind][full] = Component(kind, full, value, provider, extra)
-            self._registered_by.setdefault(id(impl.plugin), []).append(f"{kind} {full}")
+            label = extra.get("stage_kind") or kind
+            self._registered_by.setdefault(id(impl.plugin), []).append(f"{label} {full}")
 
         try:
             impl.function(register=register)

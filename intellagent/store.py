@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel, select
@@ -73,6 +73,34 @@ class ArtefactRow(SQLModel, table=True):
     created_at: float
 
 
+class ItemRow(SQLModel, table=True):
+    """A finished step item, keyed by the content hash of everything that produced it: the step's
+    plugin and version, its options, its inputs' hashes, the seed, the models of its roles."""
+
+    __tablename__ = "items"
+    key: str = Field(primary_key=True)
+    step: str  # the plugin that made it
+    status: str = "ok"
+    halt: bool = False
+    note: str = ""
+    scores: str = "[]"  # JSON list of Score
+    payload: str  # JSON of the value
+    value_hash: str  # sha256 of payload: the item's identity for the steps that consume it
+    created_at: float
+
+
+class RunItemRow(SQLModel, table=True):
+    """Which items a run used or made, under which step name and item key."""
+
+    __tablename__ = "run_items"
+    run_id: str = Field(primary_key=True)
+    step: str = Field(primary_key=True)  # the step's name in the pipeline
+    item: str = Field(primary_key=True)  # "" for a once-step, "E0001", "E0001/3" when nested
+    pos: str  # sortable position (zero-padded indices)
+    key: str = Field(index=True)
+    status: str
+
+
 class MigrationRow(SQLModel, table=True):
     __tablename__ = "migrations"
     id: int = Field(primary_key=True)
@@ -90,6 +118,7 @@ def _create(*models: type[SQLModel]) -> Callable[[sa.Connection], None]:
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "runs, llm_calls, llm_cache", _create(RunRow, LLMCallRow, CachedResponseRow)),
     (2, "artefacts", _create(ArtefactRow)),
+    (3, "items, run_items", _create(ItemRow, RunItemRow)),
 ]
 
 
@@ -117,6 +146,8 @@ class Store:
         self.url = url
         self._pending_calls: list[dict[str, Any]] = []
         self._pending_cache: dict[str, dict[str, Any]] = {}
+        self._pending_items: dict[str, dict[str, Any]] = {}
+        self._pending_run_items: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
         self.engine = sa.create_engine(url)
         if self.engine.dialect.name == "sqlite":
@@ -190,24 +221,30 @@ class Store:
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
-        if (len(self._pending_calls) >= self.FLUSH_ROWS
+        if (len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS
                 or time.monotonic() - self._last_flush >= self.FLUSH_SECONDS):
             self.flush()
 
     def flush(self) -> None:
-        """Commit every buffered call row and cache entry."""
+        """Commit every buffered call row, cache entry and item, in one transaction: an item is
+        never in the store without the model calls that made it."""
         self._last_flush = time.monotonic()
-        if not self._pending_calls and not self._pending_cache:
+        if not (self._pending_calls or self._pending_cache or self._pending_items
+                or self._pending_run_items):
             return
         calls, self._pending_calls = self._pending_calls, []
         cache, self._pending_cache = self._pending_cache, {}
+        items, self._pending_items = self._pending_items, {}
+        run_items, self._pending_run_items = self._pending_run_items, []
         with self.engine.begin() as conn:
             if calls:
                 conn.execute(_INSERT_CALL, calls)
-            fresh = [entry for h, entry in cache.items()
-                     if conn.execute(_CACHE_HAS, {"h": h}).first() is None]
-            if fresh:
-                conn.execute(_INSERT_CACHE, fresh)
+            if cache:
+                conn.execute(self._insert_ignore(CachedResponseRow), list(cache.values()))
+            if items:
+                conn.execute(self._insert_ignore(ItemRow), list(items.values()))
+            if run_items:
+                conn.execute(self._upsert_run_item(), run_items)
 
     def calls(self, run_id: str | None = None) -> list[LLMCallRow]:
         self.flush()
@@ -242,6 +279,74 @@ class Store:
             row = conn.execute(_CACHE_GET, {"h": request_hash}).first()
         return CachedResponseRow.model_validate(row._mapping) if row else None
 
+    # -- items -----------------------------------------------------------------------------
+
+    def item(self, key: str) -> ItemRow | None:
+        """A finished item by its key, or None."""
+        pending = self._pending_items.get(key)
+        if pending is not None:
+            return ItemRow.model_validate(pending)
+        with self.engine.connect() as conn:
+            row = conn.execute(_ITEM_GET, {"k": key}).first()
+        return ItemRow.model_validate(row._mapping) if row else None
+
+    def put_item(self, *, key: str, step: str, status: str, halt: bool, note: str, scores: str,
+                 payload: str, value_hash: str) -> None:
+        """Record a finished item (buffered; committed after the calls that made it)."""
+        self._pending_items.setdefault(key, dict(
+            key=key, step=step, status=status, halt=halt, note=note, scores=scores,
+            payload=payload, value_hash=value_hash, created_at=time.time()))
+        self._maybe_flush()
+
+    def record_run_item(self, run_id: str, step: str, item: str, pos: str, key: str,
+                        status: str) -> None:
+        """Note that ``run_id`` used (or made) item ``key`` as ``step``'s item ``item``."""
+        self._pending_run_items.append(dict(run_id=run_id, step=step, item=item, pos=pos, key=key,
+                                            status=status))
+        self._maybe_flush()
+
+    def run_items(self, run_id: str, step: str | None = None, *, prefix: str | None = None,
+                  payload: bool = False) -> Iterator[dict[str, Any]]:
+        """The items of a run in position order (step, item, status, scores, and the payload when
+        asked), streamed from the store."""
+        self.flush()
+        ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
+        columns = [ri.step, ri.item, ri.pos, ri.key, ri.status, it.halt, it.note, it.scores,
+                   it.value_hash]
+        if payload:
+            columns.append(it.payload)
+        query = sa.select(*columns).join_from(RunItemRow.__table__, ItemRow.__table__,
+                                              ri.key == it.key).where(ri.run_id == run_id)
+        if step is not None:
+            query = query.where(ri.step == step)
+        if prefix:
+            query = query.where(ri.item.startswith(prefix + "/", autoescape=True))
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=500).execute(query.order_by(ri.pos, ri.step))
+            for row in result:
+                yield dict(row._mapping)
+
+    def _insert_ignore(self, model: type[SQLModel]) -> Any:
+        """INSERT that leaves an existing row (same primary key) as it is: several processes may
+        finish the same item."""
+        table = model.__table__
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(table).on_conflict_do_nothing()
+
+    def _upsert_run_item(self) -> Any:
+        table = RunItemRow.__table__
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(table)
+        return stmt.on_conflict_do_update(index_elements=["run_id", "step", "item"],
+                                          set_={"key": stmt.excluded.key, "pos": stmt.excluded.pos,
+                                                "status": stmt.excluded.status})
+
     # -- artefacts ---------------------------------------------------------------------------
 
     def artefact(self, kind: str, key: str) -> str | None:
@@ -261,10 +366,20 @@ class Store:
                     kind=kind, key=key, run_id=run_id, item=item, payload=payload,
                     created_at=time.time()))
 
-    def set_run_status(self, run_id: str, status: str) -> None:
+    def set_run_status(self, run_id: str, status: str, **config: Any) -> None:
+        """Record how a run ended; ``config`` entries are added to its stored config."""
+        values: dict[str, Any] = {"status": status}
+        if config:
+            values["config"] = json.dumps(self.run_config(run_id) | config, sort_keys=True)
         with self.engine.begin() as conn:
             conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
-                         .values(status=status))
+                         .values(**values))
+
+    def run_config(self, run_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(RunRow.__table__.c.config)
+                               .where(RunRow.__table__.c.id == run_id)).first()
+        return json.loads(row[0]) if row and row[0] else {}
 
 
 # Statements built once, so SQLAlchemy compiles them once (a call row is written per model call).
@@ -276,8 +391,7 @@ _INSERT_CALL = sa.insert(LLMCallRow.__table__)
 _INSERT_CACHE = sa.insert(CachedResponseRow.__table__)
 _CACHE_TABLE = CachedResponseRow.__table__
 _CACHE_GET = sa.select(_CACHE_TABLE).where(_CACHE_TABLE.c.request_hash == sa.bindparam("h"))
-_CACHE_HAS = sa.select(_CACHE_TABLE.c.request_hash).where(
-    _CACHE_TABLE.c.request_hash == sa.bindparam("h"))
+_ITEM_GET = sa.select(ItemRow.__table__).where(ItemRow.__table__.c.key == sa.bindparam("k"))
 _ART = ArtefactRow.__table__
 _ARTEFACT_GET = sa.select(_ART.c.payload).where(_ART.c.kind == sa.bindparam("k"),
                                                 _ART.c.key == sa.bindparam("h"))

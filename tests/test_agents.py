@@ -1,5 +1,6 @@
 """Agents under test: python (module:callable), http (the documented endpoint contract), and
-openai-tools, each driving the environment's tools on the event's database."""
+openai-tools. Each returns one turn at a time; the harness runs their tool calls on the event's
+database and comes back with the results."""
 
 from __future__ import annotations
 
@@ -12,19 +13,21 @@ from intellagent.cli import cli
 from tests.conftest import REPO
 
 
-def airport_agent(messages, toolbox):
-    """A python agent: looks the airports up with a real tool, then answers."""
-    record = toolbox.call("list_all_airports", {})
-    airports = json.loads(record.output)
+def airport_agent(messages, tools):
+    """A python agent: asks for a real tool, then answers from its result."""
+    assert {t["function"]["name"] for t in tools} >= {"list_all_airports"}
+    if messages[-1]["role"] != "tool":
+        return {"tool_calls": [{"name": "list_all_airports", "arguments": {}}]}
+    airports = json.loads(messages[-1]["content"])
     return f"We serve {len(airports)} airports, San Francisco among them: {'SFO' in airports}."
 
 
-def broken_agent(messages, toolbox):
+def broken_agent(messages, tools):
     raise RuntimeError("the agent fell over")
 
 
 def pipeline_with_agent(tmp_path: Path, agent_yaml: str) -> Path:
-    text = (REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text()
+    text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text()
     path = tmp_path / "pipeline.yaml"
     path.write_text(text.replace("agent: {use: openai-tools}", f"agent: {agent_yaml}"))
     return path
@@ -34,12 +37,16 @@ def report_of(tmp_path: Path) -> dict:
     return json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
 
 
+def values(report: dict, step: str) -> list[dict]:
+    return [i["value"] for i in report["items"] if i["step"] == step]
+
+
 def test_python_agent_calls_tools_on_the_event_database(runner, tmp_path):
     pipeline = pipeline_with_agent(tmp_path, "{use: python, with: {callable: 'tests.test_agents:airport_agent'}}")
     result = runner.invoke(cli, ["run", "airline", "--pipeline", str(pipeline), "--events", "5",
                                  "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 0, result.output
-    dialogs = [r["dialog"] for r in report_of(tmp_path)["results"] if r["dialog"]]
+    dialogs = values(report_of(tmp_path), "dialogs")
     assert dialogs
     for d in dialogs:
         agent_turns = [t for t in d["turns"] if t["role"] == "assistant"]
@@ -54,11 +61,12 @@ def test_an_agent_that_raises_fails_its_events_not_the_run(runner, tmp_path):
                                  "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 0, result.output
     report = report_of(tmp_path)
-    for r in report["results"]:
-        if r["dialog"]:
-            assert r["dialog"]["stop_reason"] == "agent-error"
-            assert "RuntimeError: the agent fell over" in r["dialog"]["error"]
-            assert r["verdict"]["status"] == "fail"  # the agent's failure, not an infra error
+    assert values(report, "dialogs")
+    for d in values(report, "dialogs"):
+        assert d["stop_reason"] == "agent-error"
+        assert "RuntimeError: the agent fell over" in d["error"]
+    for v in values(report, "verdicts"):
+        assert v["status"] == "fail"  # the agent's failure, not an infra error
 
 
 def test_unknown_python_agent_is_a_clear_error(runner, tmp_path):
@@ -66,7 +74,8 @@ def test_unknown_python_agent_is_a_clear_error(runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
                                  "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 2
-    assert "python agent: 'tests.test_agents' has no 'nobody'" in result.stderr
+    assert "agent.with: python agent: 'tests.test_agents' has no 'nobody'" in result.stderr
+    assert not (tmp_path / "ws").exists()  # refused before the run started
 
 
 class AgentEndpoint(BaseHTTPRequestHandler):
@@ -108,7 +117,7 @@ def test_http_agent_follows_the_documented_contract(runner, tmp_path):
     assert first["messages"][0]["role"] == "system" and "Skyward Air" in first["messages"][0]["content"]
     assert {t["function"]["name"] for t in first["tools"]} >= {"book_reservation", "list_all_airports"}
     assert any(r["messages"][-1]["role"] == "tool" for r in AgentEndpoint.requests)
-    dialogs = [r["dialog"] for r in report_of(tmp_path)["results"] if r["dialog"]]
+    dialogs = values(report_of(tmp_path), "dialogs")
     replies = [t for d in dialogs for t in d["turns"] if t["role"] == "assistant"]
     assert replies and all(t["content"] == "Checked: 20 airports." for t in replies)
     assert all(t["tool_calls"][0]["name"] == "list_all_airports" for t in replies)

@@ -9,13 +9,13 @@ from collections import Counter
 
 import pytest
 
-from intellagent.context import RunContext
 from intellagent.environment import load_environment
 from intellagent.llm import LLM
 from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.store import Store
+from intellagent.testing.harness import run_pipeline, run_step
+from intellagent_plugins.intellagent.extractor import Config, PolicyGraphExtractor
 from intellagent_plugins.providers.mock import FunctionModel
-from intellagent_plugins.stages.extractor import Config, PolicyGraphExtractor
 from tests.conftest import REPO
 
 POLICIES_PER_FLOW = 4
@@ -50,9 +50,17 @@ def extract(store: Store, model: FunctionModel, edges: str = "per-policy", env_p
     env = load_environment(env_path or REPO / "environments" / "airline")
     llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), store=store,
               providers={"test/fn": model})
-    ctx = RunContext(env=env, llm=llm, store=store, seed=1)
-    graph = asyncio.run(PolicyGraphExtractor(Config(edges=edges)).extract(ctx))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(edges=edges)), env, llm=llm, seed=1))
     return graph, Counter(c.role for c in store.calls())
+
+
+def extract_in_pipeline(workspace, model: FunctionModel, env_path):
+    """The extractor as the only step of a pipeline: the runner caches the whole graph."""
+    spec = {"llm": {"default": {"model": "test/fn"}}, "steps": {"graph": {"use": "policy-graph"}},
+            "report": []}
+    store = Store.for_workspace(workspace)
+    result = run_pipeline(spec, load_environment(env_path), store=store, providers={"test/fn": model})
+    return result.data.value("graph"), Counter(c.role for c in store.calls())
 
 
 def test_per_policy_edges_cost_at_most_p_calls():
@@ -81,14 +89,14 @@ def test_unchanged_graph_costs_nothing_and_one_changed_policy_costs_one_call(tmp
 
     env_path = tmp_path / "airline"
     shutil.copytree(REPO / "environments" / "airline", env_path)
-    store = Store.for_workspace(tmp_path / "ws")
-    first, calls = extract(store, make_model(), env_path=env_path)
-    again, calls_again = extract(store, make_model(), env_path=env_path)
+    first, calls = extract_in_pipeline(tmp_path / "ws", make_model(), env_path)
+    again, calls_again = extract_in_pipeline(tmp_path / "ws", make_model(), env_path)
     assert again == first and sum(calls_again.values()) == sum(calls.values())  # no new calls
 
     with (env_path / "prompt.md").open("a") as fh:  # the policy document changes one rule
         fh.write("\n- Refund rule 2 is now worded differently.\n")
-    changed, calls_changed = extract(store, make_model(renamed="refunds rule 2"), env_path=env_path)
+    changed, calls_changed = extract_in_pipeline(tmp_path / "ws", make_model(renamed="refunds rule 2"),
+                                                 env_path)
     new_edge_calls = calls_changed["edges"] - calls["edges"]
     assert new_edge_calls == 1
     assert changed.policies[6].text == "refunds rule 2 (new wording)"
@@ -104,15 +112,12 @@ def test_extraction_failure_is_a_clear_error():
     store = Store.in_memory()
     llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted")), store=store,
               providers={"mock/scripted": ScriptedModel([])})
-    ctx = RunContext(env=env, llm=llm, store=store)
     with pytest.raises(IntellagentError, match="policy extraction failed: invalid-output"):
-        asyncio.run(PolicyGraphExtractor(Config()).extract(ctx))
+        asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=llm))
 
 
 def test_mock_schema_builds_a_graph_offline():
     env = load_environment(REPO / "environments" / "retail")
-    store = Store.in_memory()
-    ctx = RunContext(env=env, llm=LLM(store=store, seed=3), store=store, seed=3)
-    graph = asyncio.run(PolicyGraphExtractor(Config()).extract(ctx))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=LLM(seed=3), seed=3))
     assert graph.policies and all(1 <= p.challenge <= 5 for p in graph.policies)
     assert len(graph.edges) == len(graph.policies) * (len(graph.policies) - 1) // 2

@@ -151,37 +151,38 @@ def reply_with_length(request, response_model):
 
 
 def test_function_model_from_yaml(tmp_path, monkeypatch):
-    (tmp_path / "pipeline.yaml").write_text(
-        "llm:\n  default: {model: mock/function, options: {function: 'tests.test_llm:reply_with_length'}}\n")
-    spec = load_model(PipelineSpec, tmp_path / "pipeline.yaml")
-    llm = LLM(spec.llm)
+    (tmp_path / "llm.yaml").write_text(
+        "default: {model: mock/function, options: {function: 'tests.test_llm:reply_with_length'}}\n")
+    llm = LLM(load_model(LLMSettings, tmp_path / "llm.yaml"))
     assert run(llm.chat([{"role": "user", "content": "abc"}])).value.content == "3 characters"
     assert run(llm.structured([{"role": "user", "content": "long enough"}], Verdict)).value.passed
 
 
 def test_scripted_model_from_yaml(tmp_path):
-    (tmp_path / "pipeline.yaml").write_text(
-        "llm:\n  default:\n    model: mock/scripted\n    options:\n      replies: [first, second]\n")
-    llm = LLM(load_model(PipelineSpec, tmp_path / "pipeline.yaml").llm)
+    (tmp_path / "llm.yaml").write_text(
+        "default:\n  model: mock/scripted\n  options:\n    replies: [first, second]\n")
+    llm = LLM(load_model(LLMSettings, tmp_path / "llm.yaml"))
     assert [run(llm.chat(USER)).value.content for _ in range(2)] == ["first", "second"]
 
 
 def test_roles_and_model_override():
     settings = LLMSettings(default=ModelSettings(model="mock/schema"),
-                           critic=ModelSettings(model="mock/scripted", options={"replies": ["c"]}))
+                           roles={"critic": ModelSettings(model="mock/scripted", options={"replies": ["c"]})})
     llm = LLM(settings)
     assert llm.settings_for("critic").model == "mock/scripted"
     assert llm.settings_for("user").model == "mock/schema"
     assert run(llm.chat(USER, role="critic")).value.content == "c"
-    overridden = LLM(settings, model="mock/schema")
-    assert overridden.settings_for("critic").model == "mock/schema"
+    overridden = LLM(settings.with_model("mock/function"))
+    assert overridden.settings_for("critic").model == "mock/function"
+    assert overridden.settings_for("user").model == "mock/function"
 
 
 def test_literal_api_keys_are_refused_in_yaml(tmp_path):
-    (tmp_path / "p.yaml").write_text("llm:\n  default:\n    model: gpt-4o\n    api_key: sk-abc123\n")
+    (tmp_path / "p.yaml").write_text("steps: {graph: {use: policy-graph}}\nllm:\n  default:\n"
+                                     "    model: gpt-4o\n    api_key: sk-abc123\n")
     with pytest.raises(ConfigError) as info:
         load_model(PipelineSpec, tmp_path / "p.yaml")
-    assert "p.yaml:4" in str(info.value) and "api_key_env" in str(info.value)
+    assert "p.yaml:5" in str(info.value) and "api_key_env" in str(info.value)
     assert "sk-abc123" not in str(info.value)
 
 
@@ -412,7 +413,7 @@ def test_every_call_is_recorded_with_its_accounting(tmp_path, runner):
     run_id = store.start_run(environment="airline")
     with OpenAIServer() as server:
         llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url),
-                              critic=ModelSettings(model="mock/schema")),
+                              roles={"critic": ModelSettings(model="mock/schema")}),
                   store=store, run_id=run_id)
         run(llm.structured(USER, Policies, role="extractor", stage="extract"))
         run(llm.chat(USER, role="user", stage="simulate"))

@@ -1,4 +1,4 @@
-"""The observer hooks see a run's lifecycle: before/after the run and every stage, and errors."""
+"""The observer hooks see a run's lifecycle: before/after the run and every step, and errors."""
 
 from __future__ import annotations
 
@@ -6,56 +6,64 @@ import types
 
 from intellagent import hookimpl
 from intellagent.cli import cli
+from tests.conftest import REPO
 
 
 def recorder():
     seen: list[tuple] = []
     plugin = types.ModuleType("observer")
     plugin.before_run = hookimpl(lambda run: seen.append(("before_run", run.env.name)))
-    plugin.after_run = hookimpl(lambda run, report: seen.append(("after_run", report.totals["events"])))
+    plugin.after_run = hookimpl(lambda run, report: seen.append(
+        ("after_run", sum(report.outcomes.values()))))
     plugin.on_run_error = hookimpl(lambda run, error: seen.append(("on_run_error", type(error).__name__)))
-    plugin.before_stage = hookimpl(lambda run, stage: seen.append(("before_stage", stage.kind)))
-    plugin.after_stage = hookimpl(lambda run, stage, outputs: seen.append(
-        ("after_stage", stage.kind, len(outputs) if isinstance(outputs, list) else type(outputs).__name__)))
-    plugin.on_stage_error = hookimpl(lambda run, stage, error: seen.append(("on_stage_error", stage.kind, str(error))))
+    plugin.before_step = hookimpl(lambda run, step: seen.append(("before_step", step.name, step.kind)))
+    plugin.after_step = hookimpl(lambda run, step, summary: seen.append(
+        ("after_step", step.name, summary["items"])))
+    plugin.on_step_error = hookimpl(lambda run, step, error: seen.append(("on_step_error", step.name, str(error))))
     return plugin, seen
 
 
-def test_observers_see_every_stage(runner, tmp_path):
+def test_observers_see_every_step(runner, tmp_path):
     plugin, seen = recorder()
     result = runner.invoke(cli, ["run", "education", "--events", "5", "--workspace", str(tmp_path)],
                            obj={"plugins": (plugin,)})
     assert result.exit_code == 0, result.output
     assert seen[0] == ("before_run", "education") and seen[-1] == ("after_run", 5)
-    assert [s for s in seen if s[0] == "before_stage"] == [
-        ("before_stage", k) for k in ("extractor", "sampler", "generator", "simulator", "critic")]
-    after = {s[1]: s[2] for s in seen if s[0] == "after_stage"}
-    assert after["extractor"] == "PolicyGraph" and after["sampler"] == 5 and after["generator"] == 5
+    started = [s[1:] for s in seen if s[0] == "before_step"]
+    assert started == [("graph", "extractor"), ("specs", "sampler"), ("events", "generator"),
+                       ("dialogs", "simulator"), ("verdicts", "critic")]
+    after = {s[1]: s[2] for s in seen if s[0] == "after_step"}
+    assert after["graph"] == 1 and after["specs"] == 1 and after["events"] == 5
+    assert after["dialogs"] == after["verdicts"] <= 5
+    order = [s[1] for s in seen if s[0] == "after_step"]
+    assert order.index("specs") < order.index("events") < order.index("verdicts")
     assert not any(s[0].startswith("on_") for s in seen)
 
 
 def broken_generator():
-    from intellagent.stages import Generator
+    from intellagent.steps import Generator
+    from intellagent_plugins.intellagent.artefacts import Event, EventSpec, PolicyGraph
 
     class Broken(Generator):
         name = "broken-events"
+        inputs = {"graph": PolicyGraph, "spec": EventSpec}
+        output = Event
 
-        async def generate(self, ctx, graph, spec):
+        async def run(self, ctx, graph, spec):
             raise RuntimeError("generator bug")
 
     return Broken
 
 
-def test_observers_see_a_stage_error(runner, tmp_path):
+def test_observers_see_a_step_error(runner, tmp_path):
     plugin, seen = recorder()
-    stages = types.ModuleType("brokenstages")
-    stages.register_stages = hookimpl(lambda register: register(broken_generator()))
+    steps = types.ModuleType("brokenstages")
+    steps.register_stages = hookimpl(lambda register: register(broken_generator()))
     pipeline = tmp_path / "p.yaml"
-    from intellagent.engine import builtin_pipeline
-
-    pipeline.write_text(builtin_pipeline().read_text().replace("{use: symbolic-events}", "{use: brokenstages/broken-events}"))
+    pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
+        "{use: symbolic-events,", "{use: brokenstages/broken-events,"))
     result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
-                                 "--workspace", str(tmp_path / "ws")], obj={"plugins": (plugin, stages)})
+                                 "--workspace", str(tmp_path / "ws")], obj={"plugins": (plugin, steps)})
     assert result.exit_code != 0
-    assert ("on_stage_error", "generator", "generator bug") in seen
-    assert ("on_run_error", "RuntimeError") in seen and ("after_run", 2) not in seen
+    assert ("on_step_error", "events", "generator bug") in seen
+    assert ("on_run_error", "RuntimeError") in seen and not any(s[0] == "after_run" for s in seen)

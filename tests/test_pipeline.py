@@ -1,5 +1,5 @@
-"""The pipeline end to end on the mock model and over HTTP; resuming; swapping stages; checking
-pipelines before any model call."""
+"""The IntellAgent pipeline end to end on the mock model and over HTTP; resuming; swapping steps;
+checking pipelines before any model call; stopping early; re-rendering reports."""
 
 from __future__ import annotations
 
@@ -18,19 +18,27 @@ from intellagent.cli import cli
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
 
+PIPELINE = REPO / "plugins" / "intellagent" / "pipeline.yaml"
 
-def run_cli(runner, *args):
-    return runner.invoke(cli, ["run", *args])
+
+def run_cli(runner, *args, **kwargs):
+    return runner.invoke(cli, ["run", *args], **kwargs)
 
 
 def load_report(workspace: Path) -> dict:
-    [path] = sorted(workspace.glob("runs/*/report.json"))[-1:]
+    path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
     return json.loads(path.read_text())
 
 
 def comparable(report: dict) -> dict:
     """The report without what legitimately differs between two runs (run id, cost rows)."""
-    return {k: v for k, v in report.items() if k not in ("run_id", "cost")}
+    out = {k: v for k, v in report.items() if k not in ("info", "cost")}
+    out["info"] = {k: v for k, v in report["info"].items() if k != "run_id"}
+    return out
+
+
+def items(report: dict, step: str) -> list[dict]:
+    return [i for i in report["items"] if i["step"] == step]
 
 
 @pytest.mark.parametrize("env", ["airline", "retail", "education"])
@@ -41,20 +49,24 @@ def test_offline_run_completes_with_a_report(env, runner, tmp_path):
     html = [l for l in result.stdout.splitlines() if l.startswith("report: ") and l.endswith(".html")]
     assert html and Path(html[0][8:]).is_file()
     report = load_report(tmp_path)
-    totals = report["totals"]
-    assert totals["events"] == 30 == len(report["results"])
-    assert sum(v for k, v in totals.items() if k != "events") == 30
-    scored = totals.get("pass", 0) + totals.get("fail", 0)
-    assert scored > 0 and report["success"]["n"] == scored
-    for r in report["results"]:
-        if r["event"]["status"] == "ok":
-            assert r["dialog"]["turns"] and r["verdict"]["status"] in (
-                "pass", "fail", "infra-error", "simulator-error")
-    assert 0 < report["policy_coverage"] <= 1
-    for p in report["policies"]:
-        assert p["violated"] <= p["exercised"] <= p["in_events"]
-        assert p["violation_rate"] is None or 0 <= p["violation_rate"] <= 1
-    assert (tmp_path / "runs").is_dir() and "extract" in result.stderr
+    assert sum(report["outcomes"].values()) == 30
+    assert len(items(report, "events")) == 30
+    verdicts = items(report, "verdicts")
+    scored = [v for v in verdicts if v["status"] in ("pass", "fail")]
+    assert scored and report["metrics"]["success"]["values"]["n"] == len(scored)
+    assert report["metrics"]["success"]["values"]["passed"] == sum(v["status"] == "pass" for v in scored)
+    events = {i["item"]: i for i in items(report, "events")}
+    for v in verdicts:
+        assert v["status"] in ("pass", "fail", "infra-error", "simulator-error")
+        assert events[v["item"]]["status"] == "ok"  # invalid events are never simulated
+    for d in items(report, "dialogs"):
+        assert d["value"]["turns"]
+    assert 0 < report["metrics"]["coverage"]["values"]["policies"] <= 1
+    for row in report["metrics"]["policies"]["rows"]:
+        assert row["violated"] <= row["exercised"] <= row["targeted"]
+    assert (tmp_path / "runs").is_dir() and "verdicts" in result.stderr
+    steps = {s["name"]: s for s in report["steps"]}
+    assert steps["events"]["items"] == 30 and steps["verdicts"]["each"] == "dialogs"
 
 
 def test_same_seed_same_report_and_a_rerun_makes_no_model_call(runner, tmp_path):
@@ -62,16 +74,14 @@ def test_same_seed_same_report_and_a_rerun_makes_no_model_call(runner, tmp_path)
     assert run_cli(runner, "airline", "--events", "12", "--workspace", str(first)).exit_code == 0
     calls_before = _calls(first)
     assert run_cli(runner, "airline", "--events", "12", "--workspace", str(first)).exit_code == 0
-    after = _calls(first)
-    new_rows = after[len(calls_before):]
-    assert new_rows == []  # every item was reused: not even a cache lookup was needed
+    assert _calls(first)[len(calls_before):] == []  # every item was reused: not even a cache lookup
     other = tmp_path / "b"
     assert run_cli(runner, "airline", "--events", "12", "--workspace", str(other)).exit_code == 0
     reports = [comparable(json.loads(p.read_text())) for p in sorted(first.glob("runs/*/report.json"))]
     assert reports[0] == reports[1] == comparable(load_report(other))
     changed = tmp_path / "c"
     assert run_cli(runner, "airline", "--events", "12", "--seed", "5", "--workspace", str(changed)).exit_code == 0
-    assert comparable(load_report(changed))["results"] != reports[0]["results"]
+    assert comparable(load_report(changed))["items"] != reports[0]["items"]
 
 
 def _calls(workspace: Path) -> list[tuple]:
@@ -79,9 +89,28 @@ def _calls(workspace: Path) -> list[tuple]:
         return conn.execute("SELECT request_hash, cached FROM llm_calls ORDER BY id").fetchall()
 
 
-def _artefacts(workspace: Path) -> dict[str, int]:
+def _finished(workspace: Path) -> dict[str, int]:
+    """Finished items in the store, by the plugin that made them."""
     with sqlite3.connect(workspace / "intellagent.db") as conn:
-        return dict(conn.execute("SELECT kind, COUNT(*) FROM artefacts GROUP BY kind").fetchall())
+        return dict(conn.execute("SELECT step, COUNT(*) FROM items WHERE key NOT LIKE '%~%' "
+                                 "GROUP BY step").fetchall())
+
+
+def kill_when(args: list[str], workspace: Path, ready, env: dict) -> None:
+    """Start ``args``, SIGKILL it once ``ready(finished items)`` holds."""
+    proc = subprocess.Popen(args + ["--workspace", str(workspace)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (workspace / "intellagent.db").exists():
+            try:
+                if ready(_finished(workspace)):
+                    break
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 def test_killed_run_resumes_to_the_same_report(tmp_path):
@@ -95,89 +124,115 @@ def test_killed_run_resumes_to_the_same_report(tmp_path):
     assert done.returncode == 0, done.stderr
 
     workspace = tmp_path / "killed"
-    proc = subprocess.Popen(args + ["--workspace", str(workspace)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(os.environ, PYTHONHASHSEED="2"))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if (workspace / "intellagent.db").exists():
-            try:
-                if _artefacts(workspace).get("dialog", 0) >= 5:
-                    break
-            except sqlite3.OperationalError:
-                pass
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    partial = _artefacts(workspace)
-    assert 0 < partial.get("verdict", 0) < 30 or partial.get("dialog", 0) < 30
+    kill_when(args, workspace, lambda f: f.get("intellagent/user-agent", 0) >= 5,
+              dict(os.environ, PYTHONHASHSEED="2"))
+    partial = _finished(workspace)
+    assert partial.get("intellagent/policy-critic", 0) < 30
 
     resumed = subprocess.run(args + ["--workspace", str(workspace)], capture_output=True,
                              text=True, timeout=300, env=dict(os.environ, PYTHONHASHSEED="3"))
     assert resumed.returncode == 0, resumed.stderr
-    assert _artefacts(workspace) == _artefacts(reference)
+    assert _finished(workspace) == _finished(reference)
     made = [h for h, cached in _calls(workspace) if not cached]
     assert len(made) == len(set(made)), "a model call was repeated"
     assert comparable(load_report(workspace)) == comparable(load_report(reference))
 
 
-def test_swapping_a_stage_is_one_line_of_yaml(runner, tmp_path):
-    pipeline = (REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text()
+def test_swapping_a_step_is_one_line_of_yaml(runner, tmp_path):
     swapped = tmp_path / "uniform.yaml"
-    swapped.write_text(pipeline.replace("{use: weighted-walk,", "{use: uniform-walk,"))
-    assert runner.invoke(cli, ["validate", str(swapped)]).output.startswith("ok: pipeline uniform.yaml")
+    swapped.write_text(PIPELINE.read_text().replace("{use: weighted-walk,", "{use: uniform-walk,"))
+    assert runner.invoke(cli, ["validate", str(swapped)]).output.startswith("ok: pipeline uniform")
     result = run_cli(runner, "education", "--pipeline", str(swapped), "--events", "10",
                      "--workspace", str(tmp_path / "ws"))
     assert result.exit_code == 0, result.output
+    steps = {s["name"]: s["use"] for s in load_report(tmp_path / "ws")["steps"]}
+    assert steps["specs"] == "intellagent/uniform-walk"
 
 
 @pytest.mark.parametrize("old,new,message", [
-    ("{use: weighted-walk,", "{use: policy-graph,", "stages.sampler.use: 'policy-graph' is a extractor, not a sampler"),
-    ("{use: weighted-walk,", "{use: no-such-walk,", "no stage named 'no-such-walk'"),
+    ("{use: weighted-walk,", "{use: policy-graph,",
+     "steps.specs.with: unknown key 'events' (options of intellagent/policy-graph)"),
+    ("{use: weighted-walk,", "{use: no-such-walk,", "steps.specs.use: no stage named 'no-such-walk'"),
     ("with: {events: 30, complexity: [2, 11]}", "with: {events: 30, complexity: [2, 11], colour: red}",
-     "unknown key 'colour' (options of intellagent/weighted-walk)"),
-    ("{use: openai-tools}", "{use: telepathy}", "no agent named 'telepathy'"),
-    ("report: [html, json, csv]", "report: [html, pdf]", "no stage named 'pdf'"),
+     "steps.specs.with: unknown key 'colour' (options of intellagent/weighted-walk)"),
+    ("{use: openai-tools}", "{use: telepathy}", "agent.use: no agent named 'telepathy'"),
+    ("report: [html, json, csv]", "report: [html, pdf]", "report[1].use: no stage named 'pdf'"),
+    ("report: [html, json, csv]", "report: [html, weighted-walk]",
+     "report[1].use: 'weighted-walk' is a sampler, not a reporter"),
+    ("verdicts: {use: policy-critic, each: dialogs, from: events}", "verdicts: {use: policy-critic, each: dialogs}",
+     "input 'event' (Event) of 'intellagent/policy-critic' is not wired: add it to from: (steps giving Event: events)"),
+    ("each: dialogs, from: events}", "each: dialogs, from: chats}", "steps.verdicts.from: no step named 'chats'"),
+    ("events: {use: symbolic-events, each: specs, from: graph}", "events: {use: symbolic-events, each: graph}",
+     "steps.events.each: 'graph' runs once and gives one PolicyGraph"),
+    ("{use: policy-graph}", "{use: policy-graph, from: verdicts}", "steps depend on each other in a circle"),
+    ("default: {model: mock/schema}", "default: {model: mock/schema}\n  roles: {judge: {model: x}}",
+     "llm.roles.judge: no step of this pipeline uses a model role 'judge'"),
+    ("policies: {use: policies}", "policies: {use: policies, with: {graph: specs}}",
+     "metrics.policies: step 'specs' gives list[EventSpec], not PolicyGraph"),
 ])
 def test_validate_rejects_a_broken_pipeline(old, new, message, runner, tmp_path):
-    text = (REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text()
+    text = PIPELINE.read_text()
     assert old in text
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace(old, new))
     result = runner.invoke(cli, ["validate", str(bad)])
     assert result.exit_code == 2, result.output
-    assert message in result.stderr and "bad.yaml:" in result.stderr
+    assert message in result.stderr and "bad.yaml:" in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_a_stage_that_does_not_fit_is_rejected(runner, tmp_path):
+def test_an_old_format_pipeline_says_how_to_write_it_now(runner, tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("stages:\n  extractor: {use: policy-graph}\n  sampler: {use: weighted-walk}\n")
+    result = runner.invoke(cli, ["validate", str(old)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {old}:1: this is the old pipeline format")
+    assert "steps:" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_step_that_does_not_fit_is_rejected(runner, tmp_path):
     import types
 
     from pydantic import BaseModel
 
     from intellagent import hookimpl
-    from intellagent.stages import Generator
+    from intellagent.steps import Generator
 
     class Blueprint(BaseModel):
         steps: list[str]
 
     class BlueprintGenerator(Generator):
         name = "from-blueprints"
-        consumes = (Blueprint,)
+        inputs = {"blueprint": Blueprint}
+        output = Blueprint
 
     plugin = types.ModuleType("blueprints")
     plugin.register_stages = hookimpl(lambda register: register(BlueprintGenerator))
-    text = (REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text()
     bad = tmp_path / "p.yaml"
-    bad.write_text(text.replace("{use: symbolic-events}", "{use: blueprints/from-blueprints}"))
+    bad.write_text(PIPELINE.read_text().replace("{use: symbolic-events, each: specs, from: graph}",
+                                                "{use: blueprints/from-blueprints, each: specs}"))
     result = runner.invoke(cli, ["validate", str(bad)], obj={"plugins": (plugin,)})
     assert result.exit_code == 2
-    assert "'from-blueprints' needs Blueprint, which no earlier stage produces" in result.stderr
+    assert ("steps.events.each: 'specs' gives EventSpec, which no input of "
+            "'blueprints/from-blueprints' takes (inputs: blueprint: Blueprint)") in result.stderr
+
+
+def test_flag_errors_name_the_flag_not_the_file(runner, tmp_path):
+    result = run_cli(runner, "education", "--events", "many", "--workspace", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --events: steps.specs.with.events:"), result.stderr
+    result = run_cli(runner, "education", "--colour", "red", "--workspace", str(tmp_path))
+    assert result.exit_code == 2 and "--colour: no such option (this pipeline's parameters: --events)" in result.stderr
+    result = run_cli(runner, "education", "--set", "steps.dialogs.with.max_turns=0",
+                     "--workspace", str(tmp_path))
+    assert result.exit_code == 2 and result.stderr.startswith(
+        "error: --set steps.dialogs.with.max_turns: steps.dialogs.with.max_turns:"), result.stderr
 
 
 def test_run_against_the_local_server_over_http(runner, tmp_path):
     with OpenAIServer() as server:
         pipeline = tmp_path / "http.yaml"
-        pipeline.write_text((REPO / "plugins" / "pipelines" / "intellagent.yaml").read_text().replace(
+        pipeline.write_text(PIPELINE.read_text().replace(
             "default: {model: mock/schema}", f"default: {{model: gpt-4o-mini, base_url: '{server.base_url}'}}"))
         result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "30",
                          "--workspace", str(tmp_path / "ws"))
@@ -186,11 +241,13 @@ def test_run_against_the_local_server_over_http(runner, tmp_path):
         roles = {c.split("|")[0] for c in _roles(tmp_path / "ws")}
         report = load_report(tmp_path / "ws")
         expected = {"extractor", "generator", "user", "agent", "critic"}
-        if len(report["graph"]["policies"]) > 1:
+        graph = items(report, "graph")[0]["value"]
+        if len(graph["policies"]) > 1:
             expected.add("edges")
         assert expected <= roles
-        assert report["totals"]["events"] == 30
-        assert any(r["dialog"] for r in report["results"])
+        assert sum(report["outcomes"].values()) == 30
+        assert items(report, "dialogs")
+        assert report["info"]["models"]["agent"] == "gpt-4o-mini"
 
 
 def _roles(workspace: Path) -> list[str]:
@@ -198,30 +255,43 @@ def _roles(workspace: Path) -> list[str]:
         return [f"{r}|{m}" for r, m in conn.execute("SELECT role, model FROM llm_calls")]
 
 
-def test_stage_commands_build_on_each_other(runner, tmp_path):
+def test_until_stops_after_a_step_and_the_rest_builds_on_it(runner, tmp_path):
     ws = ["--workspace", str(tmp_path)]
-    events = runner.invoke(cli, ["events", "airline", "--events", "8", *ws])
+    events = run_cli(runner, "airline", "--events", "8", "--until", "events", *ws)
     assert events.exit_code == 0, events.output
-    lines = events.stdout.strip().splitlines()
-    assert len(lines) == 8 and all(l.startswith("E00") for l in lines)
-    assert _artefacts(tmp_path).get("event") == 8 and "dialog" not in _artefacts(tmp_path)
-
-    simulated = runner.invoke(cli, ["simulate", "airline", "--events", "8", *ws])
-    assert simulated.exit_code == 0, simulated.output
-    assert _artefacts(tmp_path)["event"] == 8 and "verdict" not in _artefacts(tmp_path)
-    dialogs = _artefacts(tmp_path).get("dialog", 0)
-    assert dialogs == sum(1 for l in simulated.stdout.splitlines() if "turns" in l)
-
-    critiqued = runner.invoke(cli, ["critique", "airline", "--events", "8", *ws])
-    assert critiqued.exit_code == 0, critiqued.output
-    assert _artefacts(tmp_path)["dialog"] == dialogs and _artefacts(tmp_path)["verdict"] == dialogs
+    assert "stopped after step events" in events.stdout and "events: 8 items" in events.stdout
+    assert "intellagent/user-agent" not in _finished(tmp_path)
     assert not list(tmp_path.glob("runs/*/report.html"))
 
     calls_before = len(_calls(tmp_path))
-    full = runner.invoke(cli, ["run", "airline", "--events", "8", *ws])
-    assert full.exit_code == 0 and len(_calls(tmp_path)) == calls_before  # everything reused
+    dialogs = run_cli(runner, "airline", "--events", "8", "--until", "dialogs", *ws)
+    assert dialogs.exit_code == 0 and "intellagent/policy-critic" not in _finished(tmp_path)
+    new_roles = {r for r, in sqlite3.connect(tmp_path / "intellagent.db").execute(
+        "SELECT DISTINCT role FROM llm_calls WHERE id > ?", (calls_before,))}
+    assert new_roles <= {"user", "agent", "critic"}  # events were reused, not remade
 
-    again = runner.invoke(cli, ["report", "latest", "--format", "csv", *ws])
-    assert again.exit_code == 0 and again.stdout.startswith("report: ") and again.stdout.strip().endswith("report.csv")
-    rows = (tmp_path / again.stdout.strip()[8:]).read_text().splitlines()
-    assert len(rows) == 9 and rows[0].startswith("event,status,complexity")
+    calls_before = len(_calls(tmp_path))
+    full = run_cli(runner, "airline", "--events", "8", *ws)
+    assert full.exit_code == 0
+    new_roles = {r for r, in sqlite3.connect(tmp_path / "intellagent.db").execute(
+        "SELECT DISTINCT role FROM llm_calls WHERE id > ?", (calls_before,))}
+    assert new_roles <= {"critic"}
+
+    calls_before = len(_calls(tmp_path))
+    graph = runner.invoke(cli, ["graph", "airline", *ws])
+    assert graph.exit_code == 0 and graph.stdout.startswith("task: ")
+    assert len(_calls(tmp_path)) == calls_before  # the stored graph, not a new one
+
+
+def test_report_is_rewritten_from_the_store(runner, tmp_path):
+    ws = ["--workspace", str(tmp_path)]
+    assert run_cli(runner, "education", "--events", "6", *ws).exit_code == 0
+    first = load_report(tmp_path)
+    again = runner.invoke(cli, ["report", "latest", "--format", "csv,json", *ws])
+    assert again.exit_code == 0, again.output
+    lines = again.stdout.strip().splitlines()
+    assert lines[0].endswith("report.csv") and lines[1].endswith("report.json")
+    assert comparable(json.loads(Path(lines[1][8:]).read_text())) == comparable(first)
+    rows = Path(lines[0][8:]).read_text().splitlines()
+    assert rows[0] == "step,item,status,note,score,score_status,score_value,labels,score_note"
+    assert sum(1 for r in rows if r.startswith("verdicts,")) >= 6

@@ -80,11 +80,15 @@ def test_every_registration_hook_reaches_its_kind(tmp_path):
         register_executors=lambda register: register("serial", object),
         register_env_templates=lambda register: register("t", tmp_path),
         register_commands=lambda register: register(click.Command("hello")),
+        register_pipelines=lambda register: register("flow", tmp_path / "flow.yaml"),
+        register_metrics=lambda register: register("score-sum", object),
+        register_views=lambda register: register("card", object),
     )
     registry = load_registry(entry_points=False, plugins=[plugin])
     expected = {"environment": "acme/e", "stage": "acme/coin-flip", "agent": "acme/echo",
                 "llm-provider": "acme/fake", "executor": "acme/serial", "env-template": "acme/t",
-                "command": "acme/hello"}
+                "command": "acme/hello", "pipeline": "acme/flow", "metric": "acme/score-sum",
+                "view": "acme/card"}
     assert set(expected) == set(KINDS)
     for kind, name in expected.items():
         assert registry.names(kind) == [name]
@@ -100,7 +104,7 @@ def test_invalid_component_names_are_refused(tmp_path):
 def test_every_hook_is_documented():
     hooks = [(n, f) for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if hasattr(f, "intellagent_spec")]
-    assert len(hooks) >= 13
+    assert len(hooks) >= 16
     for name, fn in hooks:
         doc = inspect.getdoc(fn) or ""
         assert len(doc) > 60, f"hook {name} needs a docstring saying its arguments and contract"

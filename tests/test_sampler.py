@@ -8,12 +8,10 @@ from collections import Counter
 
 import pytest
 
-from intellagent.artefacts import Edge, Policy, PolicyGraph
-from intellagent.context import RunContext
 from intellagent.environment import load_environment
-from intellagent.llm import LLM
-from intellagent.store import Store
-from intellagent_plugins.stages.sampler import Config, MaxWalk, UniformWalk, WeightedWalk
+from intellagent.testing.harness import step_context
+from intellagent_plugins.intellagent.artefacts import Edge, Policy, PolicyGraph
+from intellagent_plugins.intellagent.sampler import Config, MaxWalk, UniformWalk, WeightedWalk
 from tests.conftest import REPO
 
 # chi-square critical values at p = 0.001
@@ -42,16 +40,14 @@ def graph(n: int = 30, *, seed: int = 5, isolated: int = 2, zero_share: float = 
 
 @pytest.fixture(scope="module")
 def ctx():
-    env = load_environment(REPO / "environments" / "education")
-    store = Store.in_memory()
-    return RunContext(env=env, llm=LLM(store=store), store=store, seed=11)
+    return step_context(load_environment(REPO / "environments" / "education"), seed=11)
 
 
 @pytest.mark.parametrize("sampler", [WeightedWalk, UniformWalk, MaxWalk])
 def test_complexity_and_first_policy_are_uniform(ctx, sampler):
     g = graph()
     total = 3000
-    specs = sampler(Config(events=total, complexity=(2, 11))).sample(ctx, g)
+    specs = sampler(Config(events=total, complexity=(2, 11))).run(ctx, g)
     assert len(specs) == total and len({s.id for s in specs}) == total
     complexities = Counter(s.complexity for s in specs)
     assert set(complexities) <= set(range(2, 12))
@@ -69,37 +65,36 @@ def test_weighted_walk_follows_edge_weights(ctx):
                 for i in (1, 2, 3)]
     g = PolicyGraph(environment="x", task="t", flows=["f"], policies=policies, edges=[
         Edge(a="P1", b="P2", weight=9), Edge(a="P1", b="P3", weight=1), Edge(a="P2", b="P3", weight=0)])
-    specs = WeightedWalk(Config(events=4000, complexity=(2, 2))).sample(ctx, g)
+    specs = WeightedWalk(Config(events=4000, complexity=(2, 2))).run(ctx, g)
     after_p1 = Counter(s.policies[1] for s in specs if s.policies[0] == "P1")
     share = after_p1["P2"] / sum(after_p1.values())
     assert 0.85 < share < 0.95, after_p1
     # P2 and P3 share no edge: from P2 the walk can only go on to P1 (P3 is a teleport)
     from_p2 = Counter(s.policies[1] for s in specs if s.policies[0] == "P2")
     assert set(from_p2) == {"P1"}
-    maxed = MaxWalk(Config(events=500, complexity=(2, 2))).sample(ctx, g)
+    maxed = MaxWalk(Config(events=500, complexity=(2, 2))).run(ctx, g)
     assert {s.policies[1] for s in maxed if s.policies[0] == "P1"} == {"P2"}
-    uniform = UniformWalk(Config(events=4000, complexity=(2, 2))).sample(ctx, g)
+    uniform = UniformWalk(Config(events=4000, complexity=(2, 2))).run(ctx, g)
     share_u = Counter(s.policies[1] for s in uniform if s.policies[0] == "P1")
     assert 0.4 < share_u["P2"] / sum(share_u.values()) < 0.6
 
 
 def test_dead_ends_zero_weights_and_isolated_nodes(ctx):
     g = graph(n=12, isolated=12)  # no positive edge at all
-    specs = WeightedWalk(Config(events=300, complexity=(2, 11))).sample(ctx, g)
+    specs = WeightedWalk(Config(events=300, complexity=(2, 11))).run(ctx, g)
     assert all(s.teleports == len(s.policies) - 1 for s in specs)
     assert Counter(s.complexity for s in specs)[11] > 0
     single = PolicyGraph(environment="x", task="t", flows=["f"], policies=[
         Policy(id="P1", flow="f", text="only", category="other", challenge=3)])
-    specs = WeightedWalk(Config(events=10, complexity=(2, 11))).sample(ctx, single)
+    specs = WeightedWalk(Config(events=10, complexity=(2, 11))).run(ctx, single)
     assert {tuple(s.policies) for s in specs} == {("P1",)} and {s.complexity for s in specs} == {3}
 
 
 def test_same_seed_same_events_other_seed_other_events(ctx):
     g = graph()
-    first = WeightedWalk(Config(events=50)).sample(ctx, g)
-    again = WeightedWalk(Config(events=50)).sample(ctx, g)
-    other_ctx = RunContext(env=ctx.env, llm=ctx.llm, store=ctx.store, seed=12)
-    other = WeightedWalk(Config(events=50)).sample(other_ctx, g)
+    first = WeightedWalk(Config(events=50)).run(ctx, g)
+    again = WeightedWalk(Config(events=50)).run(ctx, g)
+    other = WeightedWalk(Config(events=50)).run(step_context(ctx.env, seed=12), g)
     assert first == again and first != other
 
 

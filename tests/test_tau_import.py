@@ -52,14 +52,10 @@ def test_import_validate_and_run(runner, tmp_path):
     golden = json.loads((TAU_BENCH / "retail" / "golden_dev.json").read_text())
     assert load_environment(env).seed_database().hash() == golden["initial_hash"]
 
-    from intellagent.engine import builtin_pipeline
-
-    pipeline = tmp_path / "p.yaml"
-    pipeline.write_text(builtin_pipeline("tau-bench").read_text()
-                        .replace("tasks_test.json", "tasks_dev.json").replace("{use: openai-tools}", "{use: tau-oracle}"))
-    result = runner.invoke(cli, ["run", str(env), "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws")])
+    result = runner.invoke(cli, ["run", str(env), "--pipeline", "tau-bench", "--tasks", "tasks_dev.json",
+                                 "--agent", "tau-oracle", "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 0, result.output
-    assert "20 events, 20 pass, 0 fail" in result.stdout
+    assert ": 20 items (20 pass)" in result.stdout
 
 
 def test_task_files_are_never_executed(runner, tmp_path):

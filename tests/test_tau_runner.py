@@ -9,29 +9,22 @@ import math
 
 import pytest
 
-from intellagent.artefacts import Event, EventSpec, Verdict
 from intellagent.cli import cli
-from intellagent.report import EventResult, pass_hat_k
+from intellagent.metrics import pass_hat_k
 from tests.conftest import TAU_BENCH
 
 pytestmark = pytest.mark.skipif(not TAU_BENCH.is_dir(), reason="shared/datasets/tau-bench not present")
 
 
-def idle_agent(messages, toolbox):
+def idle_agent(messages, tools):
     return "I cannot help with that."
 
 
-def run_tasks(runner, tmp_path, domain, split, agent, trials=1):
-    pipeline = tmp_path / "tau.yaml"
-    from intellagent.engine import builtin_pipeline
-
-    text = builtin_pipeline("tau-bench").read_text()
-    text = text.replace("tasks: tasks_test.json, trials: 1", f"tasks: tasks_{split}.json, trials: {trials}")
-    text = text.replace("agent: {use: openai-tools}", f"agent: {agent}")
-    pipeline.write_text(text)
+def run_tasks(runner, tmp_path, domain, split, agent, *extra, trials=1):
     ws = tmp_path / f"ws-{domain}-{split}"
-    result = runner.invoke(cli, ["run", domain, "--pipeline", str(pipeline), "--data",
-                                 str(TAU_BENCH / domain), "--workspace", str(ws)])
+    result = runner.invoke(cli, ["run", domain, "--pipeline", "tau-bench", "--data", str(TAU_BENCH / domain),
+                                 "--tasks", f"tasks_{split}.json", "--trials", str(trials),
+                                 "--agent", agent, "--workspace", str(ws), *extra])
     assert result.exit_code == 0, result.output + str(result.exception)
     return json.loads(next(ws.glob("runs/*/report.json")).read_text())
 
@@ -39,34 +32,33 @@ def run_tasks(runner, tmp_path, domain, split, agent, trials=1):
 @pytest.mark.parametrize("domain,split,count", [("airline", "test", 50), ("retail", "test", 115),
                                                 ("retail", "dev", 20)])
 def test_oracle_agent_passes_every_task(runner, tmp_path, domain, split, count):
-    report = run_tasks(runner, tmp_path, domain, split, "{use: tau-oracle}")
-    assert report["totals"] == {"events": count, "pass": count}
-    assert report["pass_hat_k"] == {"1": 1.0}
+    report = run_tasks(runner, tmp_path, domain, split, "tau-oracle")
+    assert report["outcomes"] == {"pass": count}
+    assert report["metrics"]["pass-hat-k"]["values"] == {"pass^1": 1.0}
 
 
 def test_an_idle_agent_fails_the_tasks_that_need_work(runner, tmp_path):
-    report = run_tasks(runner, tmp_path, "retail", "dev", "{use: python, with: {callable: 'tests.test_tau_runner:idle_agent'}}")
+    report = run_tasks(runner, tmp_path, "retail", "dev", "python",
+                       "--set", "agent.with.callable=tests.test_tau_runner:idle_agent")
     golden = {t["task"]: t for t in json.loads((TAU_BENCH / "retail" / "golden_dev.json").read_text())["tasks"]}
-    for r in report["results"]:
-        index = r["event"]["task"]["index"]
+    verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
+    assert len(verdicts) == 20
+    for v in verdicts:
+        [score] = v["scores"]
+        index = score["labels"]["task"]
         needs_work = not golden[index]["db_unchanged"] or bool(golden[index]["outputs"])
-        assert (r["verdict"]["status"] == "fail") == needs_work, (index, r["verdict"])
+        assert (v["status"] == "fail") == needs_work, (index, v)
 
 
 def test_trials_and_pass_hat_k(runner, tmp_path):
-    report = run_tasks(runner, tmp_path, "airline", "test", "{use: tau-oracle}", trials=3)
-    assert report["totals"]["events"] == 150 and report["pass_hat_k"] == {"1": 1.0, "2": 1.0, "3": 1.0}
+    report = run_tasks(runner, tmp_path, "airline", "test", "tau-oracle", trials=3)
+    assert sum(report["outcomes"].values()) == 150
+    assert report["metrics"]["pass-hat-k"]["values"] == {"pass^1": 1.0, "pass^2": 1.0, "pass^3": 1.0}
 
 
 def test_pass_hat_k_is_the_unbiased_estimator():
-    def result(index, trial, passed):
-        spec = EventSpec(id=f"T{index}-{trial}", policies=["P1"], target_complexity=3, complexity=3)
-        event = Event(id=spec.id, spec=spec, task={"index": index, "trial": trial})
-        return EventResult(event=event, verdict=Verdict(event_id=spec.id, status="pass" if passed else "fail"))
-
-    outcomes = {0: [True, True, False, True], 1: [False, False, True, False]}
-    results = [result(i, t, p) for i, trials in outcomes.items() for t, p in enumerate(trials)]
+    outcomes = [[True, True, False, True], [False, False, True, False]]
     expected = {k: (math.comb(3, k) / math.comb(4, k) + math.comb(1, k) / math.comb(4, k)) / 2
                 for k in (1, 2, 3, 4)}
-    assert pass_hat_k(results) == {k: round(v, 4) for k, v in expected.items()}
-    assert pass_hat_k(results)[1] == 0.5 and pass_hat_k(results)[4] == 0.0
+    assert pass_hat_k(outcomes) == {k: round(v, 4) for k, v in expected.items()}
+    assert pass_hat_k(outcomes)[1] == 0.5 and pass_hat_k(outcomes)[4] == 0.0

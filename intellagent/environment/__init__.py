@@ -2,13 +2,13 @@
 
 from intellagent.environment.database import Database, RowError, state_hash
 from intellagent.environment.diff import DbDiff, diff_databases, diff_dumps
-from intellagent.environment.loader import Environment, check_environment, load_environment
+from intellagent.environment.loader import Environment, Row, check_environment, load_environment
 from intellagent.environment.tools import Tool, ToolResult, ToolSpec
 from intellagent.environment.validators import database_validator, row_validator
 from intellagent.errors import ToolError, ValidationFailed
 
 __all__ = [
-    "Database", "DbDiff", "Environment", "RowError", "Tool", "ToolError", "ToolResult", "ToolSpec",
+    "Database", "DbDiff", "Environment", "Row", "RowError", "Tool", "ToolError", "ToolResult", "ToolSpec",
     "ValidationFailed", "check_environment", "database_validator", "diff_databases", "diff_dumps", "load_environment",
     "row_validator", "state_hash",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -18,6 +20,14 @@ from intellagent.yamlio import line_of, load_model, read_yaml, validate_data
 
 MANIFEST = "environment.yaml"
 MAX_PROBLEMS = 20
+
+
+class Row(BaseModel):
+    """One record to put into a database: its table, key and fields."""
+
+    table: str
+    key: str
+    record: dict[str, Any]
 
 
 class Environment(BaseModel):
@@ -39,6 +49,7 @@ class Environment(BaseModel):
     _validators: list[Validator] = PrivateAttr(default_factory=list)
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
+    _fingerprint: str | None = PrivateAttr(default=None)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -63,6 +74,31 @@ class Environment(BaseModel):
                 raise problems[0]
             self._seed_db = db
         return self._seed_db.copy()
+
+    def database_with(self, rows: Iterable[Row] = ()) -> Database | None:
+        """A fresh copy of the seed database with ``rows`` put on top (None without a database)."""
+        if self.db_schema is None:
+            return None
+        db = self.seed_database()
+        with db.transaction():
+            for row in rows:
+                db.put(row.table, row.key, row.record)
+        return db
+
+    def fingerprint(self) -> str:
+        """A hash of every file the environment is made of (manifest, prompt, schema, tools and
+        their code, validators, seed data): a cached result is reused only for the same world."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()
+            files = {p for p in self.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                     and p.suffix not in (".pyc", ".pyo")}
+            files |= set(self.seed_files.values())
+            for path in sorted(files):
+                digest.update(str(path.relative_to(self.path) if path.is_relative_to(self.path)
+                                  else path.name).encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            self._fingerprint = digest.hexdigest()
+        return self._fingerprint
 
 
 def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:

@@ -29,11 +29,8 @@ class LLM:
 
     def __init__(self, settings: LLMSettings | None = None, *, store: Store | None = None,
                  registry: Registry | None = None, run_id: str | None = None, seed: int = 0,
-                 cache: bool | None = None, model: str | None = None,
-                 providers: dict[str, Any] | None = None) -> None:
+                 cache: bool | None = None, providers: dict[str, Any] | None = None) -> None:
         self.settings = settings or LLMSettings()
-        if model is not None:  # --model: replaces the default and every role's model
-            self.settings = _with_model(self.settings, model)
         self.store = store or Store.in_memory()
         self.registry = registry
         self.run_id = run_id
@@ -240,11 +237,3 @@ def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     """A response model's JSON Schema, made once per class (pydantic rebuilds it every call)."""
     return model.model_json_schema()
 
-
-def _with_model(settings: LLMSettings, model: str) -> LLMSettings:
-    update: dict[str, Any] = {"default": settings.default.model_copy(update={"model": model})}
-    for role in LLMSettings.ROLES:
-        current = getattr(settings, role)
-        if current is not None:
-            update[role] = current.model_copy(update={"model": model})
-    return settings.model_copy(update=update)

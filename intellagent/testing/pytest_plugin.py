@@ -7,6 +7,9 @@
 - ``scripted_llm``: ``scripted_llm(*replies)`` gives (llm, model) on ``mock/scripted``.
 - ``openai_server``: a local OpenAI-compatible server on 127.0.0.1.
 
+``intellagent.testing.harness`` runs one step (``run_step``) or a whole pipeline
+(``run_pipeline``) from a test.
+
 While tests run, ``INTELLAGENT_OFFLINE`` is set: a request to any model that is not a mock or
 on 127.0.0.1 raises instead of leaving the machine.
 """
@@ -57,14 +60,15 @@ def mock_llm():
 
 
 @pytest.fixture
-def scripted_llm():
+def scripted_llm(intellagent_registry):
     from intellagent.llm import LLM
     from intellagent.pipeline import LLMSettings, ModelSettings
-    from intellagent_plugins.providers.mock import ScriptedModel
 
     def make(*replies, **settings):
-        model = ScriptedModel(replies)
-        llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted"), **settings),
+        model_settings = ModelSettings(model="mock/scripted", options={"replies": list(replies)})
+        factory = intellagent_registry.resolve("llm-provider", "mock").value
+        model = factory(model_settings)
+        llm = LLM(LLMSettings(default=model_settings, **settings),
                   providers={"mock/scripted": model})
         return llm, model
 

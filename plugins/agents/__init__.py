@@ -5,9 +5,8 @@ from intellagent import hookimpl
 
 @hookimpl
 def register_agents(register):
-    from intellagent_plugins.agents.agents import HttpAgent, OpenAIToolsAgent, PythonAgent, TauOracleAgent
+    from intellagent_plugins.agents.agents import HttpAgent, OpenAIToolsAgent, PythonAgent
 
     register("openai-tools", OpenAIToolsAgent)
     register("http", HttpAgent)
     register("python", PythonAgent)
-    register("tau-oracle", TauOracleAgent)

@@ -1,5 +1,7 @@
-"""Report writers. The HTML report is one file with inline CSS and no script or external asset,
-so it opens offline anywhere."""
+"""Report writers for any pipeline: they render the run's funnel, every metric (tables, charts)
+and every item (through the registered views, else as JSON). The HTML report is one file with
+inline CSS and SVG, no script and no external asset, so it opens offline anywhere. Items are
+streamed from the store, never all held in memory."""
 
 from __future__ import annotations
 
@@ -7,62 +9,86 @@ import csv
 import html
 import json
 from pathlib import Path
+from typing import Any, Iterator
 
-from intellagent.report import Rate, RunReport
-from intellagent.stages import Stage
+from intellagent.metrics import Chart, Column, MetricResult
+from intellagent.report import RunReport
+from intellagent.results import RunData, RunItem
+from intellagent.steps import NoOptions
 
 
-class Reporter(Stage):
+class Reporter:
+    """Base class of reporters (registered with ``register_stages``, kind ``reporter``)."""
+
     kind = "reporter"
+    name = ""
     filename = ""
+    Config = NoOptions
 
-    def write(self, report: RunReport, folder: Path) -> Path:
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    def write(self, report: RunReport, data: RunData, folder: Path, views: list[Any]) -> Path:
         raise NotImplementedError
 
 
 class JsonReporter(Reporter):
+    """report.json: the run's identity, funnel, metrics and cost, then every item with its
+    status, scores and value."""
+
     name = "json"
     filename = "report.json"
 
-    def write(self, report: RunReport, folder: Path) -> Path:
+    def write(self, report, data, folder, views):
         path = folder / self.filename
-        path.write_text(report.model_dump_json(indent=1), encoding="utf-8")
+        head = report.model_dump_json(indent=1)
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(head[:head.rindex("}")].rstrip() + ',\n "items": [')
+            for i, item in enumerate(data.items(payload=True)):
+                fh.write(("," if i else "") + "\n  " + json.dumps({
+                    "step": item.step, "item": item.item, "status": item.status,
+                    "note": item.note, "scores": [s.model_dump() for s in item.scores],
+                    "value": json.loads(item.payload) if item.payload else None},
+                    ensure_ascii=False))
+            fh.write("\n ]\n}\n")
         return path
 
 
 class CsvReporter(Reporter):
+    """report.csv: one row per score of every item (an item without scores gets one row), so
+    it loads straight into a data frame."""
+
     name = "csv"
     filename = "report.csv"
 
-    def write(self, report: RunReport, folder: Path) -> Path:
+    def write(self, report, data, folder, views):
         path = folder / self.filename
         with path.open("w", newline="", encoding="utf-8") as fh:
             out = csv.writer(fh)
-            out.writerow(["event", "status", "complexity", "policies", "categories", "exercised",
-                          "violated", "stop_reason", "turns", "tool_calls", "db_changes", "reason"])
-            for r in report.results:
-                d, v = r.dialog, r.verdict
-                out.writerow([
-                    r.event.id, r.status, r.event.spec.complexity, " ".join(r.event.spec.policies),
-                    "; ".join(sorted({report.graph.policy(p).category for p in r.event.spec.policies})),
-                    " ".join(v.exercised) if v else "", " ".join(x.policy for x in v.violated) if v else "",
-                    d.stop_reason if d else "", len(d.turns) if d else 0,
-                    sum(len(t.tool_calls) for t in d.turns) if d else 0,
-                    len((d.db_diff or {}).get("tables", {})) if d else 0,
-                    (v.reason if v else r.event.error) or ""])
+            out.writerow(["step", "item", "status", "note", "score", "score_status", "score_value",
+                          "labels", "score_note"])
+            for item in data.items():
+                base = [item.step, item.item, item.status, item.note]
+                if not item.scores:
+                    out.writerow(base + ["", "", "", "", ""])
+                for s in item.scores:
+                    out.writerow(base + [s.name, s.status or "", "" if s.value is None else s.value,
+                                         json.dumps(s.labels, ensure_ascii=False, sort_keys=True), s.note])
         return path
 
 
 CSS = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1d232a;padding:0 1rem}
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1150px;color:#1d232a;padding:0 1rem}
 h1{font-size:1.6rem}h2{margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 table{border-collapse:collapse;width:100%;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{background:#f4f6f8}.num{text-align:right}.pass{color:#17803d}.fail{color:#b42318}.other{color:#9a6700}
+th{background:#f4f6f8}.num{text-align:right}.pass,.ok{color:#17803d}.fail{color:#b42318}.other{color:#9a6700}
 .bar{display:inline-block;height:.7rem;background:#3b82f6;vertical-align:middle}
 details{border:1px solid #ddd;border-radius:4px;margin:.4rem 0;padding:.3rem .6rem}summary{cursor:pointer}
 .turn{margin:.3rem 0;padding:.3rem .5rem;border-radius:4px}.user{background:#eef4ff}.assistant{background:#f3f4f6}
 .critic{background:#fff7e6}.tool{font-family:monospace;font-size:12px;white-space:pre-wrap;color:#444}
 .thought{color:#666;font-style:italic}code,pre{font-family:monospace;font-size:12px;white-space:pre-wrap}
+.muted{color:#666}.step{margin:.6rem 0 .2rem;font-weight:600;border-top:1px dashed #ddd;padding-top:.3rem}
+svg text{font:11px system-ui,sans-serif;fill:#333}
 """
 
 
@@ -70,95 +96,179 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
-def _rate(rate: Rate) -> str:
-    if rate.rate is None:
-        return "<td class=num>–</td><td class=num>0</td><td></td>"
-    width = int(rate.rate * 120)
-    return (f"<td class=num>{rate.rate:.0%} <span class=bar style='width:{width}px'></span></td>"
-            f"<td class=num>{rate.n}</td><td class=num>{rate.low:.0%}–{rate.high:.0%}</td>")
+def _css_status(status: str) -> str:
+    return {"pass": "pass", "ok": "ok", "fail": "fail"}.get(status, "other")
+
+
+def _cell(column: Column, value: Any) -> str:
+    if column.kind == "rate":
+        if not isinstance(value, dict) or value.get("rate") is None:
+            return "<td class=num>–</td>"
+        rate, low, high = value["rate"], value["low"], value["high"]
+        return (f"<td class=num>{rate:.0%} <span class=bar style='width:{int(rate * 100)}px'></span>"
+                f" <span class=muted>{low:.0%}–{high:.0%}, n={value['n']}</span></td>")
+    if column.kind == "percent":
+        return "<td class=num>–</td>" if value is None else f"<td class=num>{value:.1%}</td>"
+    if column.kind == "number":
+        return "<td class=num>–</td>" if value is None else f"<td class=num>{_e(value)}</td>"
+    return f"<td>{_e('' if value is None else value)}</td>"
+
+
+def svg_chart(chart: Chart, result: MetricResult, width: int = 560, height: int = 240) -> str:
+    """A line or bar chart of a metric's rows as inline SVG; a rate column draws its 95 %
+    interval as whiskers."""
+    points = []
+    for row in result.rows:
+        y = row.get(chart.y)
+        low = high = None
+        if isinstance(y, dict):
+            y, low, high = y.get("rate"), y.get("low"), y.get("high")
+        if y is not None:
+            points.append((row.get(chart.x), float(y), low, high))
+    if not points:
+        return ""
+    top = max(1.0, max(p[1] if p[3] is None else p[3] for p in points))
+    left, right, pad_top, bottom = 44, 16, 16, 34
+    plot_w, plot_h = width - left - right, height - pad_top - bottom
+    step = plot_w / max(1, len(points))
+    scale = lambda v: pad_top + plot_h * (1 - v / top)  # noqa: E731
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+             f"role='img' aria-label='{_e(chart.title or result.title)}'>"]
+    for frac in (0, 0.25, 0.5, 0.75, 1.0):
+        y = scale(top * frac)
+        parts.append(f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#e5e7eb'/>"
+                     f"<text x='{left - 6}' y='{y + 4:.1f}' text-anchor='end'>"
+                     f"{top * frac:.0%}</text>" if top <= 1.0 else
+                     f"<line x1='{left}' x2='{width - right}' y1='{y:.1f}' y2='{y:.1f}' stroke='#e5e7eb'/>"
+                     f"<text x='{left - 6}' y='{y + 4:.1f}' text-anchor='end'>{top * frac:.3g}</text>")
+    xy = []
+    for i, (x, y, low, high) in enumerate(points):
+        cx = left + step * (i + 0.5)
+        xy.append((cx, scale(y)))
+        if chart.kind == "bar":
+            parts.append(f"<rect x='{cx - step * 0.35:.1f}' y='{scale(y):.1f}' width='{step * 0.7:.1f}' "
+                         f"height='{pad_top + plot_h - scale(y):.1f}' fill='#93c5fd'/>")
+        if low is not None and high is not None:
+            parts.append(f"<line x1='{cx:.1f}' x2='{cx:.1f}' y1='{scale(low):.1f}' y2='{scale(high):.1f}' "
+                         "stroke='#64748b'/>")
+        parts.append(f"<text x='{cx:.1f}' y='{height - bottom + 16}' text-anchor='middle'>{_e(x)}</text>")
+    if chart.kind == "line":
+        parts.append("<polyline fill='none' stroke='#2563eb' stroke-width='2' points='"
+                     + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + "'/>")
+        parts += [f"<circle cx='{x:.1f}' cy='{y:.1f}' r='3.5' fill='#2563eb'/>" for x, y in xy]
+    parts.append(f"<text x='{left + plot_w / 2:.1f}' y='{height - 4}' text-anchor='middle'>{_e(chart.x)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 class HtmlReporter(Reporter):
+    """report.html: self-contained, for people."""
+
     name = "html"
     filename = "report.html"
 
-    def write(self, report: RunReport, folder: Path) -> Path:
+    def write(self, report, data, folder, views):
         path = folder / self.filename
-        path.write_text(self.render(report), encoding="utf-8")
+        with path.open("w", encoding="utf-8") as fh:
+            for chunk in self.render(report, data, views):
+                fh.write(chunk)
         return path
 
-    def render(self, report: RunReport) -> str:
-        t = report.totals
-        parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-                 f"<title>IntellAgent report — {_e(report.environment)}</title><style>{CSS}</style>"
-                 f"</head><body><h1>IntellAgent report: {_e(report.environment)}</h1>",
-                 f"<p>Run <code>{_e(report.run_id)}</code>, agent <code>{_e(report.agent)}</code>, "
-                 f"seed {report.seed}.</p>",
-                 "<section id=summary><h2>Summary</h2><table>",
-                 "<tr><th>events</th><th>pass</th><th>fail</th><th>infra-error</th>"
-                 "<th>simulator-error</th><th>invalid events</th><th>success rate</th></tr>",
-                 f"<tr><td class=num>{t.get('events', 0)}</td><td class=num>{t.get('pass', 0)}</td>"
-                 f"<td class=num>{t.get('fail', 0)}</td><td class=num>{t.get('infra-error', 0) + t.get('event-infra-error', 0)}</td>"
-                 f"<td class=num>{t.get('simulator-error', 0)}</td><td class=num>{t.get('event-invalid', 0)}</td>"
-                 f"<td>{'–' if report.success.rate is None else f'{report.success.rate:.0%} ({report.success.low:.0%}–{report.success.high:.0%})'}</td></tr></table>",
-                 "<p>Only pass and fail count in success rates; infrastructure and simulator errors "
-                 "are reported separately.</p>"]
-        if report.pass_hat_k:
-            parts.append("<p id=pass-hat-k>" + ", ".join(f"pass^{k} = <b>{v:.3f}</b>"
-                                                         for k, v in report.pass_hat_k.items()) + "</p>")
-        parts.append("</section>")
-        parts.append("<section id=by-challenge><h2>Success by challenge level</h2><table><tr>"
-                     "<th>complexity</th><th>success</th><th>n</th><th>95% CI</th></tr>")
-        parts += [f"<tr><td class=num>{k}</td>{_rate(v)}</tr>" for k, v in report.by_challenge.items()]
-        parts.append("</table></section><section id=by-category><h2>Success by policy category</h2>"
-                     "<table><tr><th>category</th><th>success</th><th>n</th><th>95% CI</th></tr>")
-        parts += [f"<tr><td>{_e(k)}</td>{_rate(v)}</tr>" for k, v in report.by_category.items()]
-        parts.append("</table></section><section id=policies><h2>Policies</h2><table><tr><th>id</th>"
-                     "<th>policy</th><th>category</th><th>challenge</th><th>in events</th>"
-                     "<th>exercised</th><th>violated</th><th>violation rate</th></tr>")
-        for p in report.policies:
-            rate = "–" if p.violation_rate is None else f"{p.violation_rate:.0%}"
-            parts.append(f"<tr><td>{p.id}</td><td>{_e(p.text)}</td><td>{_e(p.category)}</td>"
-                         f"<td class=num>{p.challenge}</td><td class=num>{p.in_events}</td>"
-                         f"<td class=num>{p.exercised}</td><td class=num>{p.violated}</td>"
-                         f"<td class=num>{rate}</td></tr>")
-        parts.append(f"</table></section><section id=coverage><h2>Coverage</h2><p>Policies in at "
-                     f"least one valid event: <b>{report.policy_coverage:.0%}</b>. Policy pairs of "
-                     f"the graph (weight &gt; 0) met together: <b>{report.pair_coverage:.0%}</b>.</p>"
-                     "</section><section id=cost><h2>Tokens and cost</h2><table><tr><th>stage</th>"
-                     "<th>model</th><th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
-                     "<th>completion tokens</th><th>cost $</th></tr>")
+    def render(self, report: RunReport, data: RunData, views: list[Any]) -> Iterator[str]:
+        info = report.info
+        yield (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+               f"<title>IntellAgent report — {_e(info.environment)}</title><style>{CSS}</style>"
+               f"</head><body><h1>IntellAgent report: {_e(info.environment)}</h1>\n")
+        models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items()) or "–"
+        yield (f"<table id=run><tr><th>run</th><td><code>{_e(info.run_id)}</code> ({_e(info.status)})</td></tr>"
+               f"<tr><th>pipeline</th><td>{_e(info.pipeline)} <span class=muted>{_e(info.description)}</span></td></tr>"
+               f"<tr><th>environment</th><td>{_e(info.environment)} {_e(info.environment_version)}</td></tr>"
+               f"<tr><th>agent under test</th><td>{_e(info.agent or '–')}</td></tr>"
+               f"<tr><th>models</th><td>{models}</td></tr><tr><th>seed</th><td>{info.seed}</td></tr></table>\n")
+        yield "<section id=summary><h2>Summary</h2>"
+        if report.outcomes:
+            yield ("<p>Items: " + ", ".join(f"<b class={_css_status(k)}>{v} {_e(k)}</b>"
+                                            for k, v in report.outcomes.items()) + ".</p>")
+        for line in report.headlines():
+            yield f"<p>{_e(line)}</p>"
+        yield ("<table id=funnel><tr><th>step</th><th>plugin</th><th>kind</th><th>items</th>"
+               "<th>statuses</th><th>why not ok (most common)</th></tr>")
+        for s in report.steps:
+            statuses = ", ".join(f"<span class={_css_status(k)}>{v} {_e(k)}</span>"
+                                 for k, v in sorted(s.statuses.items(), key=lambda kv: -kv[1]))
+            notes = "<br>".join(f"{v}× {_e(k)}" for k, v in s.notes.items())
+            each = f" (each {_e(s.each)})" if s.each else ""
+            yield (f"<tr><td>{_e(s.name)}{each}</td><td>{_e(s.use)}</td><td>{_e(s.kind)}</td>"
+                   f"<td class=num>{s.items}</td><td>{statuses}</td><td>{notes}</td></tr>")
+        yield ("</table><p class=muted>Only pass and fail count in success rates; infrastructure "
+               "errors, invalid items and other statuses are counted apart.</p></section>\n")
+        for name, result in report.metrics.items():
+            yield self._metric(name, result)
+        yield ("<section id=cost><h2>Tokens and cost</h2><table><tr><th>step</th><th>model</th>"
+               "<th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
+               "<th>completion tokens</th><th>cost $</th></tr>")
         for c in report.cost:
-            parts.append(f"<tr><td>{_e(c['stage'])}</td><td>{_e(c['model'])}</td><td class=num>{c['calls']}</td>"
-                         f"<td class=num>{c['cached']}</td><td class=num>{c['failed']}</td>"
-                         f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c['completion_tokens']}</td>"
-                         f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
-        parts.append("</table></section><section id=transcripts><h2>Transcripts</h2>")
-        for r in report.results:
-            parts.append(self._transcript(report, r))
-        parts.append("</section></body></html>")
-        return "\n".join(parts)
+            yield (f"<tr><td>{_e(c['stage'])}</td><td>{_e(c['model'])}</td><td class=num>{c['calls']}</td>"
+                   f"<td class=num>{c['cached']}</td><td class=num>{c['failed']}</td>"
+                   f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c['completion_tokens']}</td>"
+                   f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
+        yield "</table></section>\n<section id=items><h2>Items</h2>"
+        yield from self._items(data, views)
+        yield "</section></body></html>\n"
 
-    def _transcript(self, report: RunReport, r) -> str:
-        css = "pass" if r.status == "pass" else "fail" if r.status == "fail" else "other"
-        head = (f"<details class=event id='{_e(r.event.id)}'><summary><b>{_e(r.event.id)}</b> "
-                f"<span class={css}>{_e(r.status)}</span> — complexity {r.event.spec.complexity}, "
-                f"policies {' '.join(r.event.spec.policies)}</summary>")
-        body = [f"<p><b>Scenario.</b> {_e(r.event.scenario)}</p>"]
-        if r.event.error:
-            body.append(f"<p class=other>{_e(r.event.error)}</p>")
-        if r.dialog:
-            for turn in r.dialog.turns:
-                body.append(f"<div class='turn {turn.role}'><b>{turn.role}</b>: {_e(turn.content or '')}")
-                if turn.thought:
-                    body.append(f"<div class=thought>thought: {_e(turn.thought)}</div>")
-                for c in turn.tool_calls:
-                    body.append(f"<div class=tool>{_e(c.name)}({_e(c.arguments)}) → {_e(c.output[:1500])}</div>")
-                body.append("</div>")
-            body.append(f"<p>Stop: <b>{_e(r.dialog.stop_reason)}</b> {_e(r.dialog.stop_explanation)}</p>")
-            if r.dialog.db_diff:
-                body.append(f"<p>Database changes:</p><pre>{_e(json.dumps(r.dialog.db_diff, indent=1)[:6000])}</pre>")
-        if r.verdict:
-            body.append(f"<p>Verdict: <b class={css}>{_e(r.verdict.status)}</b>. Exercised: "
-                        f"{_e(' '.join(r.verdict.exercised) or '–')}. {_e(r.verdict.reason)}</p>")
-        return head + "\n".join(body) + "</details>"
+    def _metric(self, name: str, result: MetricResult) -> str:
+        parts = [f"<section id='{_e(name)}' class=metric><h2>{_e(result.title)}</h2>"]
+        if result.description:
+            parts.append(f"<p class=muted>{_e(result.description)}</p>")
+        for chart in result.charts:
+            parts.append(svg_chart(chart, result))
+        if result.rows:
+            parts.append("<table><tr>" + "".join(f"<th>{_e(c.label)}</th>" for c in result.columns) + "</tr>")
+            for row in result.rows:
+                parts.append("<tr>" + "".join(_cell(c, row.get(c.key)) for c in result.columns) + "</tr>")
+            parts.append("</table>")
+        elif result.values:
+            parts.append("<p>" + ", ".join(f"{_e(k)} = <b>{_e(v)}</b>" for k, v in result.values.items()) + "</p>")
+        else:
+            parts.append("<p class=muted>No scores for this metric in this run.</p>")
+        parts.append("</section>\n")
+        return "".join(parts)
+
+    def _items(self, data: RunData, views: list[Any]) -> Iterator[str]:
+        plan = data.plan
+        order = {name: i for i, name in enumerate(plan.steps)}
+        group: list[RunItem] = []
+
+        def flush() -> str:
+            if not group:
+                return ""
+            group.sort(key=lambda it: order.get(it.step, 0))
+            status = group[-1].status
+            key = group[0].item
+            body = []
+            for it in group:
+                body.append(f"<div class=step>{_e(it.step)} <span class={_css_status(it.status)}>"
+                            f"{_e(it.status)}</span> <span class=muted>{_e(it.note[:300])}</span></div>")
+                body.append(self._view(data, it, views))
+            return (f"<details class=item id='item-{_e(key)}'><summary><b>{_e(key)}</b> "
+                    f"<span class={_css_status(status)}>{_e(status)}</span></summary>"
+                    + "\n".join(body) + "</details>\n")
+
+        for item in data.items(payload=True):
+            if not item.item:
+                continue  # once-steps: shown by their metrics, not as items
+            if group and group[0].item != item.item:
+                yield flush()
+                group = []
+            group.append(item)
+        yield flush()
+
+    def _view(self, data: RunData, item: RunItem, views: list[Any]) -> str:
+        if not item.payload or item.payload == "null":
+            return ""
+        value = data.decode(item.step, item.payload)
+        for view in views:
+            if isinstance(value, view.artefact):
+                return view.html(value, item)
+        text = json.dumps(json.loads(item.payload), indent=1, ensure_ascii=False)
+        return f"<pre>{_e(text[:4000])}</pre>"

@@ -26,9 +26,9 @@ from collections import Counter
 
 from pydantic import Field, model_validator
 
-from intellagent.artefacts import EventSpec, PolicyGraph
 from intellagent.model import StrictModel
-from intellagent.stages import Sampler
+from intellagent.steps import Sampler
+from intellagent_plugins.intellagent.artefacts import EventSpec, PolicyGraph
 
 Weights = dict[tuple[str, str], float]
 
@@ -48,11 +48,12 @@ class Config(StrictModel):
 
 class WalkSampler(Sampler):
     Config = Config
+    inputs = {"graph": PolicyGraph}
+    output = list[EventSpec]
 
-    def sample(self, ctx, graph: PolicyGraph, events: int | None = None) -> list[EventSpec]:
-        count = events or self.config.events
-        rng = ctx.rng("sampler", self.name, graph.model_dump(mode="json"), self.config.model_dump(),
-                      count)
+    def run(self, ctx, graph: PolicyGraph) -> list[EventSpec]:
+        count = self.config.events
+        rng = ctx.rng("sampler")
         ids = [p.id for p in graph.policies]
         challenge = {p.id: p.challenge for p in graph.policies}
         weights: Weights = {(e.a, e.b): e.weight for e in graph.edges}

@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph, content_hash
 from intellagent.errors import IntellagentError
 from intellagent.model import StrictModel
-from intellagent.stages import Extractor
+from intellagent.steps import Extractor
+from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
 
 SYSTEM = ("You analyse the system prompt of a conversational AI agent to build a test plan. "
           "Answer only with the requested structure.")
@@ -68,22 +68,21 @@ def _scores_model(count: int) -> type[BaseModel]:
 
 
 class PolicyGraphExtractor(Extractor):
+    """The environment's prompt → flows → policies (category, challenge) → weighted graph."""
+
     name = "policy-graph"
     Config = Config
-
-    async def extract(self, ctx) -> PolicyGraph:
-        env = ctx.env
-        return await ctx.item("policy-graph", (env.prompt, env.task, self.config.model_dump(),
-                                               ctx.llm.settings_for("extractor").model_dump()),
-                              PolicyGraph, lambda: self._build(ctx))
+    output = PolicyGraph
+    roles = {"extractor": "reads the agent's prompt into flows and policies",
+             "edges": "scores how likely two policies meet in one conversation"}
 
     async def _call(self, ctx, messages, model, role="extractor"):
-        outcome = await ctx.llm.structured(messages, model, role=role, stage="extract")
+        outcome = await ctx.llm.structured(messages, model, role=role)
         if not outcome.ok:
             raise IntellagentError(f"policy extraction failed: {outcome.error}", item="extractor")
         return outcome.value
 
-    async def _build(self, ctx) -> PolicyGraph:
+    async def run(self, ctx) -> PolicyGraph:
         env = ctx.env
         prompt = [{"role": "system", "content": SYSTEM}]
         if env.task:
@@ -120,13 +119,12 @@ class PolicyGraphExtractor(Extractor):
         scores: dict[tuple[str, str], float] = {}  # (text_hash_a, text_hash_b) → a's score of b
 
         def known(a: Policy, b: Policy) -> float | None:
-            stored = ctx.store.artefact("edge-score", content_hash(a.text_hash, b.text_hash))
+            stored = ctx.recall("edge", a.text_hash, b.text_hash)
             return None if stored is None else float(stored)
 
         def remember(a: Policy, b: Policy, weight: float) -> None:
             scores[(a.text_hash, b.text_hash)] = weight
-            ctx.store.put_artefact("edge-score", content_hash(a.text_hash, b.text_hash),
-                                   str(weight), run_id=ctx.run_id)
+            ctx.remember("edge", a.text_hash, b.text_hash, weight)
 
         for a in policies:
             for b in policies:

@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from intellagent.artefacts import Event, EventSpec, PolicyGraph, RowChange, Symbol
-from intellagent.environment import Database, RowError
+from intellagent.environment import Database, Row, RowError
 from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
-from intellagent.stages import Generator
+from intellagent.steps import Generator, Output
+from intellagent_plugins.intellagent.artefacts import Event, EventPolicy, EventSpec, PolicyGraph, Symbol
 
 CANDIDATES = 6
 
@@ -63,14 +63,18 @@ def _rows_model(count: int) -> type[BaseModel]:
 
 
 class SymbolicEvents(Generator):
+    """A scenario, expected behaviour and database rows for one sampled policy set."""
+
     name = "symbolic-events"
     Config = Config
+    inputs = {"graph": PolicyGraph, "spec": EventSpec}
+    output = Event
+    roles = {"generator": "writes scenarios, expected behaviour and database rows"}
 
-    async def generate(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Event:
-        return await ctx.item("event", (graph.model_dump(mode="json"), spec.model_dump(),
-                                        self.config.model_dump()), Event,
-                              lambda: self._make(ctx, graph, spec), item=spec.id,
-                              keep=lambda e: e.status != "infra-error")
+    async def run(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Output[Event]:
+        event = await self._make(ctx, graph, spec)
+        return Output(value=event, status=event.status, halt=event.status != "ok",
+                      note=event.error or "")
 
     async def _make(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Event:
         env = ctx.env
@@ -87,12 +91,14 @@ class SymbolicEvents(Generator):
              + (f"Database tables: {', '.join(tables)}. Name the entities the scenario involves "
                 "(users, orders, …) as symbols such as U1, O1." if tables else "")}]
         draft = await ctx.llm.structured(messages, _draft_model(spec, tables, self.config.max_entities),
-                                         role="generator", stage="generate")
+                                         role="generator")
         if not draft.ok:
             return Event(id=spec.id, spec=spec, status="infra-error", error=draft.error)
         d = draft.value
         event = Event(id=spec.id, spec=spec, scenario=d.scenario, user_knowledge=d.user_knowledge,
-                      expected={p.id: text for p, text in zip(policies, d.expected)})
+                      policies=[EventPolicy(id=p.id, text=p.text, category=p.category,
+                                            challenge=p.challenge, expected=text)
+                                for p, text in zip(policies, d.expected)])
         if not tables:
             return event
         return await self._materialize(ctx, event, d.entities, messages)
@@ -118,7 +124,7 @@ class SymbolicEvents(Generator):
             if errors:
                 ask = ask + [{"role": "user", "content": "These rows were rejected:\n- "
                               + "\n- ".join(errors[:10]) + "\nFix them."}]
-            outcome = await ctx.llm.structured(ask, model, role="generator", stage="generate")
+            outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": "infra-error", "error": outcome.error})
             db = seed_db.copy()
@@ -139,7 +145,7 @@ class SymbolicEvents(Generator):
                                         "error": "rows still invalid after repairs: " + "; ".join(errors[:5])})
 
     def _apply(self, db: Database, validators: list[Any], entities: list[Any], drafts: list[Any],
-               candidates: dict[str, list[str]], event_id: str) -> tuple[list[Symbol], list[RowChange], list[str]]:
+               candidates: dict[str, list[str]], event_id: str) -> tuple[list[Symbol], list[Row], list[str]]:
         schema = db.schema
         symbols: list[Symbol] = []
         keys: dict[str, str] = {}
@@ -178,6 +184,6 @@ class SymbolicEvents(Generator):
         if errors:
             return symbols, [], errors
         errors = validate_database(db, validators, rows=sorted({(s.table, s.key) for s in symbols}))
-        rows = [RowChange(table=s.table, key=s.key, record=db.get(s.table, s.key)) for s in symbols]
+        rows = [Row(table=s.table, key=s.key, record=db.get(s.table, s.key)) for s in symbols]
         return symbols, rows, errors
 

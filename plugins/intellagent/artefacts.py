@@ -1,13 +1,15 @@
-"""The artefacts stages exchange: pydantic models, never dicts."""
+"""The IntellAgent pipeline's artefacts: policies and their graph, event specs, events, verdicts.
+Dialogs are the engine's shared conversation type (:class:`intellagent.conversation.Dialog`)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Literal
 
 import networkx as nx
 from pydantic import BaseModel, Field
+
+from intellagent.environment import Row
 
 CATEGORIES = (
     "authentication/access control", "data privacy", "legal/compliance", "payment/financial",
@@ -17,12 +19,6 @@ CATEGORIES = (
     "other",
 )
 Category = Literal[CATEGORIES]  # type: ignore[valid-type]
-
-
-def content_hash(*parts: Any) -> str:
-    """A stable hash of JSON-able parts (models are dumped first)."""
-    data = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in parts]
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class Policy(BaseModel):
@@ -91,12 +87,14 @@ class Symbol(BaseModel):
     new: bool = Field(description="True when the generator made the row for this event.")
 
 
-class RowChange(BaseModel):
-    """One row the generator added or changed in an event's database (on top of the seed)."""
+class EventPolicy(BaseModel):
+    """A policy an event puts to the test, with the behaviour expected from the agent."""
 
-    table: str
-    key: str
-    record: dict[str, Any]
+    id: str
+    text: str
+    category: Category
+    challenge: int
+    expected: str = ""
 
 
 class Event(BaseModel):
@@ -109,47 +107,14 @@ class Event(BaseModel):
     error: str | None = None
     scenario: str = ""
     user_knowledge: str = Field(default="", description="Facts the simulated user may state.")
-    expected: dict[str, str] = Field(default_factory=dict, description="Policy id → expected "
-                                                                       "agent behaviour.")
+    policies: list[EventPolicy] = Field(default_factory=list, description="The policies under "
+                                        "test and the behaviour expected for each.")
     symbols: list[Symbol] = Field(default_factory=list)
-    rows: list[RowChange] = Field(default_factory=list)
+    rows: list[Row] = Field(default_factory=list)
     initial_hash: str | None = Field(default=None, description="Hash of the initial database.")
     repairs: int = 0
     task: dict[str, Any] | None = Field(default=None, description="A ground-truth task the event "
                                         "replays (τ-bench: index, trial, actions, outputs).")
-
-
-class ToolCallRecord(BaseModel):
-    id: str
-    name: str
-    arguments: str
-    output: str = ""
-    error: bool = False
-
-
-class Turn(BaseModel):
-    role: Literal["user", "assistant", "tool", "critic"]
-    content: str | None = None
-    thought: str | None = Field(default=None, description="The simulated user's private thought.")
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-
-
-StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
-                     "infra-error"]
-
-
-class Dialog(BaseModel):
-    event_id: str
-    turns: list[Turn] = Field(default_factory=list)
-    stop_reason: StopReason = "max-turns"
-    stop_explanation: str = ""
-    error: str | None = None
-    final_hash: str | None = None
-    db_diff: dict[str, Any] | None = Field(default=None, description="Initial → final database.")
-    feedback_rounds: int = 0
-    stop_disputed: bool = Field(default=False, description="The critic still disagreed with the "
-                                                           "user's stop after the last feedback.")
-    tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
 
 
 class Violation(BaseModel):
@@ -158,7 +123,7 @@ class Violation(BaseModel):
 
 
 class Verdict(BaseModel):
-    event_id: str
+    id: str
     status: Literal["pass", "fail", "infra-error", "simulator-error"]
     reason: str = ""
     exercised: list[str] = Field(default_factory=list)

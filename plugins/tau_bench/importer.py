@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import click
+
 from intellagent.errors import IntellagentError
 
 DOMAINS = {"airline": ("flights", "reservations", "users"), "retail": ("orders", "products", "users")}
@@ -83,3 +85,23 @@ def import_domain(checkout: Path, domain: str, out: Path) -> Path:
         "prompt: policy.md\ndatabase:\n  schema: database/schema.yaml\n  seed: data\n"
         f"tools: tools.yaml\nvalidators: intellagent_environments.{domain}.validators\n", encoding="utf-8")
     return dest
+
+
+@click.group("import")
+def import_group() -> None:
+    """Turn another project's benchmark into IntellAgent environments."""
+
+
+@import_group.command("tau-bench")
+@click.argument("checkout", type=click.Path(path_type=Path))
+@click.option("--domain", type=click.Choice(["airline", "retail", "all"]), default="all",
+              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("."), show_default=True)
+def import_tau_bench(checkout: Path, domain: str, out: Path) -> None:
+    """Make environment folders tau-airline and tau-retail from a τ-bench CHECKOUT: its data,
+    policy and tasks with IntellAgent's faithful tools. Run its tasks with
+    `intellagent run OUT/tau-airline --pipeline tau-bench`."""
+    if not checkout.is_dir():
+        raise IntellagentError("τ-bench checkout not found", file=checkout)
+    for name in (DOMAINS if domain == "all" else [domain]):
+        click.echo(f"created {import_domain(checkout, name, out)}")

@@ -1,0 +1,121 @@
+"""Conversation types every pipeline shares (turns, tool calls with their results, transcripts),
+the toolbox that runs an environment's tools on one database, and the live session that plays
+an agent's turns against it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from intellagent.agent import Agent
+from intellagent.environment import Database, Environment
+
+
+class ToolCallRecord(BaseModel):
+    """A tool call as made, with the result the agent saw."""
+
+    id: str
+    name: str
+    arguments: str = Field(description="JSON text, as the agent wrote it.")
+    output: str = ""
+    error: bool = False
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant", "tool", "critic"]
+    content: str | None = None
+    thought: str | None = Field(default=None, description="The simulated user's private thought.")
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
+                     "infra-error"]
+
+
+class Dialog(BaseModel):
+    """A simulated conversation: its turns, why it stopped, and what it did to the database."""
+
+    id: str
+    turns: list[Turn] = Field(default_factory=list)
+    stop_reason: StopReason = "max-turns"
+    stop_explanation: str = ""
+    error: str | None = None
+    final_hash: str | None = None
+    db_diff: dict[str, Any] | None = Field(default=None, description="Initial → final database.")
+    feedback_rounds: int = 0
+    stop_disputed: bool = Field(default=False, description="The reviewer still disagreed with the "
+                                                           "user's stop after the last feedback.")
+    tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
+
+
+@dataclass
+class ToolBox:
+    """The environment's tools on one database; every call is recorded."""
+
+    env: Environment
+    db: Database | None
+    records: list[ToolCallRecord] = field(default_factory=list)
+    terminal_called: bool = False
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.openai_schema() for tool in self.env.tools.values()]
+
+    def call(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        tool = self.env.tools.get(name)
+        if tool is None:
+            record = ToolCallRecord(id=call_id, name=name, arguments=text,
+                                    output=f"Error: unknown tool '{name}'", error=True)
+        else:
+            result = tool.call(self.db, text)
+            record = ToolCallRecord(id=call_id, name=name, arguments=text, output=result.output,
+                                    error=result.error)
+            if tool.spec.terminal and not result.error:
+                self.terminal_called = True
+        self.records.append(record)
+        return record
+
+
+class Reply(BaseModel):
+    """The agent's answer to one user message, after the tool calls it made."""
+
+    content: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="The agent failed (agent-error).")
+    infra: bool = Field(default=False, description="The failure was IntellAgent's own model call.")
+
+
+class LiveSession:
+    """One live conversation with an agent under test: each user message goes in, the agent's
+    tool calls run on the toolbox's database and their results go back, until it replies
+    without tool calls (or calls a terminal tool, or runs out of tool steps)."""
+
+    def __init__(self, agent: Agent, toolbox: ToolBox, system_prompt: str, *,
+                 max_tool_steps: int = 10) -> None:
+        self.agent = agent
+        self.toolbox = toolbox
+        self.max_tool_steps = max_tool_steps
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+
+    async def respond(self, message: str) -> Reply:
+        self.messages.append({"role": "user", "content": message})
+        made: list[ToolCallRecord] = []
+        tools = self.toolbox.schemas()
+        for _ in range(self.max_tool_steps):
+            turn = await self.agent.step(list(self.messages), tools)
+            if turn.error:
+                return Reply(tool_calls=made, error=turn.error, infra=turn.infra)
+            self.messages.append(turn.as_message())
+            if not turn.tool_calls:
+                return Reply(content=turn.content or "", tool_calls=made)
+            for call in turn.tool_calls:
+                record = self.toolbox.call(call.name, call.arguments, call.id)
+                made.append(record)
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": record.output})
+                if self.toolbox.terminal_called:
+                    return Reply(content=turn.content or "", tool_calls=made)
+        return Reply(tool_calls=made, error=f"no reply after {self.max_tool_steps} tool steps")
+

@@ -1,0 +1,19 @@
+"""Content hashes: the identity of everything the store keeps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def content_hash(*parts: Any) -> str:
+    """A stable hash of JSON-able parts (pydantic models are dumped first)."""
+    data = [p.model_dump(mode="json") if isinstance(p, BaseModel) else p for p in parts]
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

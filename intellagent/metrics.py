@@ -1,0 +1,317 @@
+"""Metrics: plugins that reduce the scores items carry into tables, figures and charts.
+
+A step attaches :class:`~intellagent.steps.Score`s to its items; a metric (registered with
+``register_metrics``) reads them from the run's store and returns a :class:`MetricResult`, which
+every reporter can render. The generic ones live here: a rate with its Wilson interval grouped by
+any label, pass^k over trials of a group, micro-averaged precision and recall, a mean, and counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, ClassVar, Iterable, Literal
+
+from pydantic import BaseModel, Field
+
+from intellagent.model import StrictModel
+from intellagent.steps import NoOptions, Score
+
+
+class Rate(BaseModel):
+    """A proportion with its 95 % Wilson score interval."""
+
+    n: int
+    passed: int
+    rate: float | None
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def of(cls, passed: int, n: int) -> "Rate":
+        if n == 0:
+            return cls(n=0, passed=0, rate=None, low=None, high=None)
+        z = 1.96
+        p = passed / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return cls(n=n, passed=passed, rate=round(p, 4), low=round(max(0.0, centre - half), 4),
+                   high=round(min(1.0, centre + half), 4))
+
+    def text(self) -> str:
+        if self.rate is None:
+            return "–"
+        return f"{self.rate:.0%} ({self.low:.0%}–{self.high:.0%}, n={self.n})"
+
+
+class Column(BaseModel):
+    key: str
+    label: str
+    kind: Literal["text", "number", "rate", "percent"] = "text"
+
+
+class Chart(BaseModel):
+    """A chart reporters draw from the rows: ``x`` a column, ``y`` a rate or number column."""
+
+    kind: Literal["line", "bar"] = "line"
+    x: str
+    y: str
+    title: str = ""
+
+
+class MetricResult(BaseModel):
+    name: str
+    title: str
+    description: str = ""
+    headline: str | None = Field(default=None, description="One line for the terminal summary.")
+    values: dict[str, float | int | None] = Field(default_factory=dict)
+    columns: list[Column] = Field(default_factory=list)
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    charts: list[Chart] = Field(default_factory=list)
+
+
+class Metric:
+    """Base class of metric plugins. ``name`` is the metric's name in the pipeline."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type[StrictModel]] = NoOptions
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+    def check(self, plan: Any) -> str | None:
+        """A problem with this metric in ``plan`` (e.g. it names a step that is not there)."""
+        return None
+
+    def compute(self, data: Any) -> MetricResult:
+        raise NotImplementedError
+
+
+def groups_of(score: Score, by: list[str]) -> list[tuple]:
+    """The groups a score counts in: one per combination of its label values (a list label
+    counts in each of its values); a score lacking a label counts nowhere."""
+    combos: list[tuple] = [()]
+    for label in by:
+        if label not in score.labels:
+            return []
+        value = score.labels[label]
+        values = value if isinstance(value, list) else [value]
+        combos = [c + (v,) for c in combos for v in values]
+    return combos
+
+
+def _sort_key(group: tuple) -> tuple:
+    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in group)
+
+
+class RateConfig(StrictModel):
+    score: str = Field(description="The score name to count.")
+    by: list[str] = Field(default_factory=list, description="Labels to group by.")
+    passed: list[str] = Field(default_factory=lambda: ["pass"], description="Statuses that count as success.")
+    failed: list[str] = Field(default_factory=lambda: ["fail"], description="Statuses that count as failure; "
+                              "any other status is counted apart, never as a failure.")
+    title: str | None = None
+    description: str = ""
+    chart: Literal["none", "line", "bar"] = "none"
+    headline: str | None = Field(default=None, description="Label of the terminal summary line.")
+
+
+class RateMetric(Metric):
+    """Share of passes among scored items (pass + fail), with a 95 % Wilson interval, overall or
+    grouped by labels; other statuses (infra errors, invalid items) are counted in their own
+    column."""
+
+    name = "rate"
+    Config = RateConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: RateConfig = self.config
+        counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        others: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for _, score in data.scores(c.score):
+            for group in groups_of(score, c.by):
+                if score.status in c.passed or score.status in c.failed:
+                    counts[group][0] += score.status in c.passed
+                    counts[group][1] += 1
+                else:
+                    others[group][str(score.status)] += 1
+        groups = sorted(set(counts) | set(others), key=_sort_key)
+        columns = [Column(key=label, label=label) for label in c.by]
+        columns += [Column(key="rate", label="success", kind="rate"),
+                    Column(key="other", label="not scored")]
+        rows = []
+        for group in groups:
+            rate = Rate.of(*counts.get(group, [0, 0]))
+            row = dict(zip(c.by, group))
+            row["rate"] = rate.model_dump()
+            row["other"] = ", ".join(f"{k} {v}" for k, v in sorted(others.get(group, {}).items()))
+            rows.append(row)
+        values: dict[str, Any] = {}
+        headline = None
+        if not c.by:
+            rate = Rate.of(*counts.get((), [0, 0]))
+            values = {"rate": rate.rate, "low": rate.low, "high": rate.high, "n": rate.n,
+                      "passed": rate.passed}
+            headline = f"{c.headline or self.name} {rate.text()}"
+        charts = [Chart(kind=c.chart, x=c.by[0], y="rate", title=c.title or "")] \
+            if c.chart != "none" and c.by else []
+        return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
+                            headline=headline, values=values, columns=columns, rows=rows,
+                            charts=charts)
+
+
+def pass_hat_k(trials: Iterable[list[bool]]) -> dict[int, float]:
+    """The unbiased pass^k estimator: the mean over groups of C(c, k) / C(n, k) for c passes in
+    n trials, for k = 1 .. the fewest trials of any group."""
+    groups = [t for t in trials if t]
+    if not groups:
+        return {}
+    top = min(len(t) for t in groups)
+    return {k: round(sum(math.comb(sum(t), k) / math.comb(len(t), k) for t in groups) / len(groups), 4)
+            for k in range(1, top + 1)}
+
+
+class PassHatKConfig(StrictModel):
+    score: str
+    group: str = Field(description="The label naming the task each trial belongs to.")
+    passed: list[str] = Field(default_factory=lambda: ["pass"])
+    failed: list[str] = Field(default_factory=lambda: ["fail"])
+    title: str | None = None
+    description: str = ""
+
+
+class PassHatKMetric(Metric):
+    """pass^k over repeated trials of each group (τ-bench's reliability measure)."""
+
+    name = "pass-hat-k"
+    Config = PassHatKConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: PassHatKConfig = self.config
+        trials: dict[Any, list[bool]] = defaultdict(list)
+        for _, score in data.scores(c.score):
+            if c.group in score.labels and (score.status in c.passed or score.status in c.failed):
+                trials[str(score.labels[c.group])].append(score.status in c.passed)
+        result = pass_hat_k(trials.values())
+        return MetricResult(
+            name=self.name, title=c.title or "pass^k", description=c.description or
+            "Mean over groups of C(c,k)/C(n,k), with c passes among n scored trials.",
+            headline=(", ".join(f"pass^{k} {v:.3f}" for k, v in result.items()) or "pass^k –")
+            + f" over {len(trials)} groups",
+            values={f"pass^{k}": v for k, v in result.items()},
+            columns=[Column(key="k", label="k", kind="number"),
+                     Column(key="value", label="pass^k", kind="number")],
+            rows=[{"k": k, "value": v} for k, v in result.items()])
+
+
+class MicroPRConfig(StrictModel):
+    matched: str = Field(description="Score whose value counts matched predictions.")
+    predicted: str = Field(description="Score whose value counts predictions.")
+    actual: str = Field(description="Score whose value counts ground-truth items.")
+    by: list[str] = Field(default_factory=list)
+    title: str | None = None
+    description: str = ""
+
+
+class MicroPRMetric(Metric):
+    """Micro-averaged precision (Σ matched / Σ predicted) and recall (Σ matched / Σ actual):
+    counts summed over items before dividing."""
+
+    name = "micro-pr"
+    Config = MicroPRConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: MicroPRConfig = self.config
+        sums: dict[tuple, dict[str, float]] = defaultdict(lambda: {"m": 0.0, "p": 0.0, "a": 0.0})
+        names = {c.matched: "m", c.predicted: "p", c.actual: "a"}
+        for _, score in data.scores():
+            slot = names.get(score.name)
+            if slot is None or score.value is None:
+                continue
+            for group in groups_of(score, c.by):
+                sums[group][slot] += score.value
+        rows = []
+        for group in sorted(sums, key=_sort_key):
+            s = sums[group]
+            row = dict(zip(c.by, group))
+            row |= {"precision": round(s["m"] / s["p"], 4) if s["p"] else None,
+                    "recall": round(s["m"] / s["a"], 4) if s["a"] else None,
+                    "matched": s["m"], "predicted": s["p"], "actual": s["a"]}
+            rows.append(row)
+        columns = [Column(key=label, label=label) for label in c.by] + [
+            Column(key="precision", label="precision", kind="percent"),
+            Column(key="recall", label="recall", kind="percent"),
+            Column(key="matched", label="matched", kind="number"),
+            Column(key="predicted", label="predicted", kind="number"),
+            Column(key="actual", label="actual", kind="number")]
+        values = {k: rows[0][k] for k in ("precision", "recall")} if rows and not c.by else {}
+        headline = (f"{self.name} precision {values['precision']}, recall {values['recall']}"
+                    if values else None)
+        return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
+                            headline=headline, values=values, columns=columns, rows=rows)
+
+
+class MeanConfig(StrictModel):
+    score: str
+    by: list[str] = Field(default_factory=list)
+    title: str | None = None
+    description: str = ""
+
+
+class MeanMetric(Metric):
+    """The mean of a score's values, overall or by labels."""
+
+    name = "mean"
+    Config = MeanConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: MeanConfig = self.config
+        sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
+        for _, score in data.scores(c.score):
+            if score.value is None:
+                continue
+            for group in groups_of(score, c.by):
+                sums[group][0] += score.value
+                sums[group][1] += 1
+        rows = [dict(zip(c.by, g)) | {"mean": round(s / n, 4) if n else None, "n": n}
+                for g, (s, n) in sorted(sums.items(), key=lambda kv: _sort_key(kv[0]))]
+        columns = [Column(key=label, label=label) for label in c.by] + [
+            Column(key="mean", label="mean", kind="number"), Column(key="n", label="n", kind="number")]
+        values = {"mean": rows[0]["mean"], "n": rows[0]["n"]} if rows and not c.by else {}
+        return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
+                            values=values, columns=columns, rows=rows,
+                            headline=f"{self.name} {values['mean']}" if values else None)
+
+
+class CountsConfig(StrictModel):
+    score: str
+    by: list[str] = Field(default_factory=list)
+    title: str | None = None
+    description: str = ""
+
+
+class CountsMetric(Metric):
+    """How many scores of a name ended with each status, overall or by labels."""
+
+    name = "counts"
+    Config = CountsConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: CountsConfig = self.config
+        counts: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        statuses: set[str] = set()
+        for _, score in data.scores(c.score):
+            for group in groups_of(score, c.by):
+                counts[group][str(score.status)] += 1
+                statuses.add(str(score.status))
+        ordered = sorted(statuses)
+        rows = [dict(zip(c.by, g)) | {s: counts[g].get(s, 0) for s in ordered}
+                for g in sorted(counts, key=_sort_key)]
+        columns = [Column(key=label, label=label) for label in c.by] + [
+            Column(key=s, label=s, kind="number") for s in ordered]
+        values = {s: rows[0][s] for s in ordered} if rows and not c.by else {}
+        return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
+                            values=values, columns=columns, rows=rows)
+
+
+GENERIC_METRICS = (RateMetric, PassHatKMetric, MicroPRMetric, MeanMetric, CountsMetric)

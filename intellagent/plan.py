@@ -1,0 +1,492 @@
+"""Resolving a pipeline spec into a plan: plugins found, options checked, every wire type-checked,
+fan-out domains and the order of steps worked out. No model is called; a plan that resolves runs.
+
+Wiring rules. A step without ``each`` runs once. A step with ``each: X`` runs once per item of
+X's output: per element when X gives a list, per item when X itself runs per item. Items of a
+list get keys from the elements' ``id`` (else their position); nested fan-outs join keys with
+``/``. An input wired with ``from: Y`` receives:
+
+- Y's output as it is, when Y runs once or per item of an enclosing fan-out (the item with the
+  same key: an event's dialog meets that event);
+- the list of all Y's outputs, gathered, when Y runs per item of a fan-out this step is not inside
+  (a once-step consuming a per-item step waits for all of its items).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from intellagent.errors import ConfigError, IntellagentError
+from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
+from intellagent.registry import Component, Registry
+from intellagent.steps import STEP_KINDS
+from intellagent.yamlio import format_loc, line_of, read_yaml
+
+OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
+              "under `steps:` and wire them with `from:`/`each:`, e.g. `events: {use: "
+              "symbolic-events, each: specs, from: graph}` (README: Writing a pipeline)")
+
+
+@dataclass(frozen=True)
+class TypeRef:
+    """A declared input or output type: ``T``, ``list[T]``, optionally ``| None``."""
+
+    base: Any
+    many: bool = False
+    optional: bool = False
+
+    @classmethod
+    def of(cls, annotation: Any) -> "TypeRef":
+        optional = False
+        origin = typing.get_origin(annotation)
+        if origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            optional = len(args) < len(typing.get_args(annotation))
+            if len(args) != 1:
+                raise TypeError(f"unsupported type {annotation!r}")
+            annotation = args[0]
+            origin = typing.get_origin(annotation)
+        if origin in (list, typing.List):
+            (item,) = typing.get_args(annotation) or (Any,)
+            return cls(item, True, optional)
+        return cls(annotation, False, optional)
+
+    def accepts(self, other: "TypeRef") -> bool:
+        if self.many != other.many:
+            return False
+        if self.base in (Any, object):
+            return True
+        try:
+            return isinstance(other.base, type) and issubclass(other.base, self.base)
+        except TypeError:
+            return other.base == self.base
+
+    @property
+    def element(self) -> "TypeRef":
+        return TypeRef(self.base, False)
+
+    def __str__(self) -> str:
+        name = getattr(self.base, "__name__", str(self.base))
+        return f"list[{name}]" if self.many else name
+
+
+@dataclass
+class Wire:
+    input: str
+    source: str
+    mode: Literal["item", "value", "gather"]
+
+
+@dataclass
+class PlannedStep:
+    name: str
+    component: Component
+    plugin: Any  # the configured step instance
+    spec: StepSpec
+    output: TypeRef
+    wires: list[Wire] = field(default_factory=list)
+    each: str | None = None
+    domain: tuple[str, ...] = ()
+    line: int | None = None
+
+    @property
+    def use(self) -> str:
+        return self.component.name
+
+    @property
+    def kind(self) -> str:
+        return self.plugin.kind
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return dict(getattr(self.plugin, "roles", {}) or {})
+
+    @property
+    def uses_agent(self) -> bool:
+        return bool(getattr(self.plugin, "uses_agent", False))
+
+    @property
+    def version(self) -> str:
+        return str(getattr(self.plugin, "version", "1"))
+
+    @property
+    def config(self) -> Any:
+        return self.plugin.config
+
+
+@dataclass
+class Plan:
+    """A resolved pipeline: what :class:`~intellagent.runner.Runner` executes."""
+
+    spec: PipelineSpec
+    source: Path
+    name: str
+    steps: dict[str, PlannedStep]  # in execution order
+    agent: Component | None = None
+    agent_config: Any = None
+    metrics: dict[str, Any] = field(default_factory=dict)  # name → configured metric
+    reporters: list[Any] = field(default_factory=list)
+    executor: Any = None
+    roles: dict[str, str] = field(default_factory=dict)  # every declared role → description
+
+    def upstream(self, step: str) -> list[str]:
+        """``step`` and every step it depends on, in execution order."""
+        needed = {step}
+        for name in reversed(list(self.steps)):
+            if name in needed:
+                s = self.steps[name]
+                needed |= {w.source for w in s.wires} | ({s.each} if s.each else set())
+        return [n for n in self.steps if n in needed]
+
+    def domains(self) -> list[tuple[str, ...]]:
+        """Every fan-out domain with at least one step, outermost first."""
+        seen: list[tuple[str, ...]] = []
+        for s in self.steps.values():
+            if s.domain and s.domain not in seen:
+                seen.append(s.domain)
+        return sorted(seen, key=len)
+
+    def describe(self) -> str:
+        parts = []
+        for s in self.steps.values():
+            how = f" each {s.each}" if s.each else ""
+            parts.append(f"{s.name} ({s.kind} {s.use}{how})")
+        return " → ".join(parts)
+
+
+def find_pipeline(registry: Registry, target: str | Path | None, default: str = "intellagent") -> Path:
+    """A pipeline file: a path to a file, else a registered pipeline name."""
+    if target is None:
+        target = default
+    path = Path(target)
+    if path.is_file():
+        return path
+    try:
+        return Path(registry.resolve("pipeline", str(target)).value)
+    except IntellagentError as exc:
+        if path.exists():
+            raise ConfigError("is a folder, expected a pipeline YAML file", file=path) from None
+        if path.suffix in (".yaml", ".yml"):
+            raise ConfigError("pipeline file not found", file=path) from None
+        raise IntellagentError(f"{exc.message}, and no file of that name", item="--pipeline") from None
+
+
+def load_plan(target: str | Path | None, registry: Registry, *,
+              overrides: list[tuple[str, Any, str]] | None = None,
+              params: dict[str, str] | None = None) -> Plan:
+    """Read, override and resolve a pipeline (a file, or a registered name; the ``intellagent``
+    pipeline by default). ``overrides`` are (dotted path, value, flag) from the command line;
+    ``params`` are values of the pipeline's own ``params:`` shortcuts (``--events 40``). An error
+    in an overridden value names the flag, not the file."""
+    source = find_pipeline(registry, target)
+    raw = read_yaml(source)
+    if raw is None:
+        raise ConfigError("file is empty", file=source)
+    return plan_from_data(raw, source, registry, overrides=overrides, params=params)
+
+
+def plan_from_data(raw: Any, source: Path, registry: Registry, *,
+                   overrides: list[tuple[str, Any, str]] | None = None,
+                   params: dict[str, str] | None = None) -> Plan:
+    """Resolve parsed pipeline YAML (or a stored spec) read from ``source``."""
+    if not isinstance(raw, dict):
+        raise ConfigError("a pipeline is a mapping (steps:, agent:, llm:, metrics:, report:, "
+                          f"seed:), not a {type(raw).__name__}", file=source, line=1)
+    if "stages" in raw:
+        raise ConfigError(OLD_FORMAT, file=source, line=line_of(raw, ("stages",)))
+    overrides = list(overrides or [])
+    declared = raw.get("params") if isinstance(raw.get("params"), dict) else {}
+    for name, text in (params or {}).items():
+        if name not in declared:
+            known = ", ".join(f"--{p}" for p in declared) or "none"
+            raise IntellagentError(f"no such option (this pipeline's parameters: {known})",
+                                   item=f"--{name}")
+        overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
+    flags = _apply_overrides(raw, overrides, source)
+    name = source.stem
+    for comp in registry.components.get("pipeline", {}).values():
+        try:
+            if Path(comp.value).resolve() == source.resolve():
+                name = comp.name
+        except OSError:
+            pass
+    checker = _Checker(raw, source, flags)
+    spec = checker.validate(PipelineSpec, raw, ())
+    plan = Plan(spec=spec, source=source, name=name, steps={})
+    _resolve_steps(plan, raw, checker, registry)
+    _resolve_rest(plan, raw, checker, registry)
+    return plan
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as YAML would read it (``40`` → 40, ``[2, 9]`` → a list)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        return YAML(typ="safe").load(text)
+    except YAMLError:
+        return text
+
+
+def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Path) -> dict[tuple, str]:
+    flags: dict[tuple, str] = {}
+    for dotted, value, flag in overrides:
+        node = raw
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            if not isinstance(node, dict):
+                raise IntellagentError(f"cannot set '{dotted}': '{part}' is not a mapping", item=flag)
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        if not isinstance(node, dict):
+            raise IntellagentError(f"cannot set '{dotted}'", item=flag)
+        node[parts[-1]] = value
+        flags[tuple(parts)] = flag
+    return flags
+
+
+class _Checker:
+    """Validation that reports the file and line, or the command-line flag that set a value."""
+
+    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str]) -> None:
+        self.raw = raw
+        self.source = source
+        self.flags = flags
+
+    def error(self, loc: tuple, message: str) -> ConfigError:
+        for path, flag in self.flags.items():
+            if tuple(loc[:len(path)]) == path or tuple(path[:len(loc)]) == tuple(loc) and loc:
+                return ConfigError(f"{format_loc(loc)}: {message}", item=flag)
+        return ConfigError(f"{format_loc(loc)}: {message}" if loc else message, file=self.source,
+                           line=line_of(self.raw, loc))
+
+    def validate(self, model: type[BaseModel], data: Any, loc: tuple, owner: str = "") -> Any:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = loc + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key '{where[-1]}'"
+                where = where[:-1]
+            elif err["type"] == "missing":
+                msg = f"missing required key '{where[-1]}'"
+                where = where[:-1]
+            else:
+                msg = err["msg"]
+            if owner:
+                msg += f" (options of {owner})"
+            raise self.error(where, msg) from None
+
+
+def _resolve(registry: Registry, checker: _Checker, kind: str, ref: PluginRef, loc: tuple,
+             want: str | None = None) -> tuple[Component, Any]:
+    """A component and its validated options."""
+    try:
+        component = registry.resolve(kind, ref.use)
+    except IntellagentError as exc:
+        raise checker.error(loc + ("use",), exc.message) from None
+    cls = component.value
+    if want is not None:
+        got = getattr(cls, "kind", None)
+        if got != want and not (want == "step" and got in STEP_KINDS):
+            article = "an" if str(got)[:1] in "aeiou" else "a"
+            raise checker.error(loc + ("use",), f"'{ref.use}' is {article} {got}, not "
+                                + ("a step" if want == "step" else f"a {want}"))
+    config_model = getattr(cls, "Config", None)
+    config = checker.validate(config_model, ref.with_, loc + ("with",), component.name) \
+        if config_model is not None else None
+    return component, config
+
+
+def _resolve_steps(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -> None:
+    spec = plan.spec
+    planned: dict[str, PlannedStep] = {}
+    for name, step in spec.steps.items():
+        loc = ("steps", name)
+        if not _valid_step_name(name):
+            raise checker.error(loc, f"step name '{name}' must be lower-case letters, digits, '-' or '_'")
+        component, config = _resolve(registry, checker, "stage", step, loc, want="step")
+        try:
+            output = TypeRef.of(component.value.output)
+        except TypeError as exc:
+            raise checker.error(loc, f"'{component.name}' declares an unsupported output: {exc}") from None
+        planned[name] = PlannedStep(name=name, component=component, plugin=component.value(config),
+                                    spec=step, output=output, line=line_of(raw, loc))
+    order = _order(planned, checker)
+    for name in order:
+        _wire(planned[name], planned, checker)
+    plan.steps = {name: planned[name] for name in order}
+
+
+def _valid_step_name(name: str) -> bool:
+    return bool(name) and name[0].isalnum() and all(c.isalnum() or c in "-_" for c in name) \
+        and name == name.lower()
+
+
+def _sources(step: StepSpec) -> tuple[dict[str, str] | None, list[str]]:
+    """(explicit {input: source} or None, the named sources)."""
+    value = step.from_
+    if value is None:
+        return None, []
+    if isinstance(value, str):
+        return None, [value]
+    if isinstance(value, list):
+        return None, list(value)
+    return dict(value), list(value.values())
+
+
+def _order(steps: dict[str, PlannedStep], checker: _Checker) -> list[str]:
+    """Steps in an order where every source comes first (spec order among independent ones)."""
+    deps: dict[str, list[str]] = {}
+    for name, s in steps.items():
+        _, sources = _sources(s.spec)
+        each = s.spec.each
+        if isinstance(each, dict):
+            each_sources = list(each.values())
+            if len(each_sources) != 1:
+                raise checker.error(("steps", name, "each"), "each: names exactly one step")
+            sources = sources + each_sources
+        elif each:
+            sources = sources + [each]
+        each_names = [each] if isinstance(each, str) else list((each or {}).values())
+        for src in sources:
+            if src not in steps:
+                field_name = "each" if src in each_names else "from"
+                known = ", ".join(n for n in steps if n != name) or "none"
+                raise checker.error(("steps", name, field_name), f"no step named '{src}' (steps: {known})")
+            if src == name:
+                raise checker.error(("steps", name), "a step cannot consume its own output")
+        deps[name] = sources
+    order: list[str] = []
+    pending = list(steps)
+    while pending:
+        ready = [n for n in pending if all(d in order for d in deps[n])]
+        if not ready:
+            cycle = " → ".join(pending)
+            raise checker.error(("steps", pending[0]), f"steps depend on each other in a circle: {cycle}")
+        order.append(ready[0])
+        pending.remove(ready[0])
+    return order
+
+
+def _wire(step: PlannedStep, steps: dict[str, PlannedStep], checker: _Checker) -> None:
+    loc = ("steps", step.name)
+    try:
+        inputs = {n: TypeRef.of(t) for n, t in (getattr(step.plugin, "inputs", {}) or {}).items()}
+    except TypeError as exc:
+        raise checker.error(loc, f"'{step.use}' declares an unsupported input: {exc}") from None
+    bound: dict[str, Wire] = {}
+
+    def bind(source: str, offered: TypeRef, mode: str, explicit: str | None, field_name: str) -> None:
+        if explicit is not None:
+            wanted = inputs.get(explicit)
+            if wanted is None:
+                raise checker.error(loc + (field_name,), f"'{step.use}' has no input '{explicit}' "
+                                    f"(inputs: {_listing(inputs)})")
+            if not wanted.accepts(offered):
+                raise checker.error(loc + (field_name,), f"input '{explicit}' of '{step.use}' takes "
+                                    f"{wanted}, but '{source}' gives {offered}")
+            name = explicit
+        else:
+            fits = [n for n, t in inputs.items() if n not in bound and t.accepts(offered)]
+            if not fits:
+                raise checker.error(loc + (field_name,), f"'{source}' gives {offered}, which no input "
+                                    f"of '{step.use}' takes (inputs: {_listing(inputs)})")
+            if len(fits) > 1:
+                raise checker.error(loc + (field_name,), f"'{source}' gives {offered}, which several "
+                                    f"inputs of '{step.use}' take ({', '.join(fits)}): write "
+                                    f"{field_name}: {{input: {source}}}")
+            name = fits[0]
+        if name in bound:
+            raise checker.error(loc + (field_name,), f"input '{name}' is wired twice")
+        bound[name] = Wire(input=name, source=source, mode=mode)  # type: ignore[arg-type]
+
+    each = step.spec.each
+    if each is not None:
+        explicit_each, source = (next(iter(each.items())) if isinstance(each, dict) else (None, each))
+        src = steps[source]
+        if src.output.many:
+            step.domain = src.domain + (source,)
+        elif src.domain:
+            step.domain = src.domain
+        else:
+            raise checker.error(loc + ("each",), f"'{source}' runs once and gives one {src.output}: "
+                                "each needs a step that gives a list or runs per item")
+        step.each = source
+        bind(source, src.output.element, "item", explicit_each, "each")
+
+    explicit, sources = _sources(step.spec)
+    pairs = list(explicit.items()) if explicit is not None else [(None, s) for s in sources]
+    for input_name, source in pairs:
+        src = steps[source]
+        if step.domain[:len(src.domain)] == src.domain:
+            offered, mode = src.output, "value"
+        else:
+            offered, mode = TypeRef(src.output.base, True), "gather"
+        bind(source, offered, mode, input_name, "from")
+
+    missing = [n for n, t in inputs.items() if n not in bound and not t.optional]
+    if missing:
+        wanted = inputs[missing[0]]
+        givers = [s.name for s in steps.values() if s.name != step.name
+                  and (wanted.base in (Any, object) or isinstance(s.output.base, type)
+                       and isinstance(wanted.base, type) and issubclass(s.output.base, wanted.base))]
+        hint = f" (steps giving {wanted.base.__name__}: {', '.join(givers)})" if givers else \
+            f"; no step of this pipeline gives {wanted.base.__name__}"
+        raise checker.error(loc, f"input '{missing[0]}' ({wanted}) of '{step.use}' is not wired: "
+                            f"add it to from:{hint}")
+    step.wires = [bound[n] for n in inputs if n in bound]
+
+
+def _listing(inputs: dict[str, TypeRef]) -> str:
+    return ", ".join(f"{n}: {t}" for n, t in inputs.items()) or "none"
+
+
+def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -> None:
+    spec = plan.spec
+    roles: dict[str, str] = {}
+    for s in plan.steps.values():
+        roles.update(s.roles)
+    if any(s.uses_agent for s in plan.steps.values()):
+        plan.agent, plan.agent_config = _resolve(registry, checker, "agent", spec.agent, ("agent",))
+        check = getattr(plan.agent.value, "check", None)
+        problem = check(plan.agent_config) if check is not None else None
+        if problem:
+            raise checker.error(("agent", "with"), problem)
+        roles.update(getattr(plan.agent.value, "roles", {}) or {})
+    plan.roles = roles
+    for role in spec.llm.roles:
+        if role not in roles:
+            known = ", ".join(sorted(roles)) or "none"
+            raise checker.error(("llm", "roles", role), f"no step of this pipeline uses a model role "
+                                f"'{role}' (its roles: {known})")
+
+    refs = spec.metric_refs()
+    for name, ref in refs.items():
+        loc = ("metrics", name) if isinstance(spec.metrics, dict) else \
+            ("metrics", list(refs).index(name))
+        component, config = _resolve(registry, checker, "metric", ref, loc)
+        metric = component.value(config)
+        metric.name = name
+        problem = metric.check(plan) if hasattr(metric, "check") else None
+        if problem:
+            raise checker.error(loc, problem)
+        plan.metrics[name] = metric
+    for i, name in enumerate(spec.report):
+        component, config = _resolve(registry, checker, "stage", PluginRef(use=name), ("report", i),
+                                      want="reporter")
+        plan.reporters.append(component.value(config))
+    component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
+    plan.executor = component.value(config)
+    for param, dotted in spec.params.items():
+        if not dotted.startswith(("steps.", "llm.", "seed", "agent.")):
+            raise checker.error(("params", param), f"'{dotted}' is not a path into this pipeline")

@@ -1,0 +1,120 @@
+"""A run's results as metrics and reporters read them: streamed from the store, never all held
+in memory, decoded with the types the steps declared."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterator
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from intellagent.plan import Plan, TypeRef
+from intellagent.steps import Score
+from intellagent.store import Store
+
+
+@dataclass
+class RunItem:
+    """One item of a run at one step."""
+
+    step: str
+    item: str  # "" for a once-step; "E0004", "E0004/2" for fan-out items
+    status: str
+    note: str
+    scores: list[Score]
+    key: str
+    payload: str | None = None
+
+
+@lru_cache(maxsize=256)
+def adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
+
+
+def annotation_of(ref: TypeRef) -> Any:
+    return list[ref.base] if ref.many else ref.base  # type: ignore[name-defined]
+
+
+class RunData:
+    """The items of one run of a plan."""
+
+    def __init__(self, store: Store, run_id: str, plan: Plan) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.plan = plan
+
+    def items(self, step: str | None = None, *, prefix: str | None = None,
+              payload: bool = False) -> Iterator[RunItem]:
+        for row in self.store.run_items(self.run_id, step, prefix=prefix, payload=payload):
+            scores = [Score.model_validate(s) for s in json.loads(row["scores"] or "[]")]
+            yield RunItem(step=row["step"], item=row["item"], status=row["status"],
+                          note=row["note"] or "", scores=scores, key=row["key"],
+                          payload=row.get("payload"))
+
+    def scores(self, name: str | None = None, step: str | None = None) -> Iterator[tuple[RunItem, Score]]:
+        for item in self.items(step):
+            for score in item.scores:
+                if name is None or score.name == name:
+                    yield item, score
+
+    def decode(self, step: str, payload: str) -> Any:
+        return adapter(annotation_of(self.plan.steps[step].output)).validate_json(payload)
+
+    def value(self, step: str, item: str = "") -> Any:
+        """The output of ``step`` for ``item`` (None when the run has none)."""
+        for found in self.store.run_items(self.run_id, step, payload=True):
+            if found["item"] == item:
+                return self.decode(step, found["payload"])
+        return None
+
+    def values(self, step: str) -> Iterator[tuple[str, Any]]:
+        for found in self.items(step, payload=True):
+            if found.payload is not None:
+                yield found.item, self.decode(step, found.payload)
+
+
+class StepSummary(BaseModel):
+    """How many items a step had and how they ended: the run's funnel."""
+
+    name: str
+    use: str
+    kind: str
+    each: str | None = None
+    items: int = 0
+    statuses: dict[str, int] = Field(default_factory=dict)
+    notes: dict[str, int] = Field(default_factory=dict, description="Why items ended with another "
+                                  "status than ok, pass or fail: note → count (most common).")
+
+
+def summarize(data: RunData) -> list[StepSummary]:
+    out = []
+    for s in data.plan.steps.values():
+        summary = StepSummary(name=s.name, use=s.use, kind=s.kind, each=s.each)
+        notes: dict[str, int] = {}
+        for item in data.items(s.name):
+            summary.items += 1
+            summary.statuses[item.status] = summary.statuses.get(item.status, 0) + 1
+            if item.status not in ("ok", "pass", "fail") and item.note:
+                reason = item.note.split(":")[0][:120]
+                notes[reason] = notes.get(reason, 0) + 1
+        summary.notes = dict(sorted(notes.items(), key=lambda kv: -kv[1])[:10])
+        out.append(summary)
+    return out
+
+
+def outcomes(data: RunData) -> dict[str, int]:
+    """Each item of the first fan-out with the status of the last step it reached."""
+    domains = data.plan.domains()
+    if not domains:
+        return {}
+    steps = [s.name for s in data.plan.steps.values() if s.domain == domains[0]]
+    last: dict[str, str] = {}
+    for name in steps:  # execution order: a later step's status overrides
+        for item in data.items(name):
+            last[item.item] = item.status
+    counts: dict[str, int] = {}
+    for status in last.values():
+        counts[status] = counts.get(status, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

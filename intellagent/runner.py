@@ -1,0 +1,454 @@
+"""The runner: executes a plan over an environment, owning caching, resume, fan-out, progress,
+observers and reports. It knows no step's logic.
+
+Every step item is stored under a content hash of: the step's plugin and version, its options,
+the hashes of the inputs it received, the run seed, the environment's content, the model
+settings of every role the step declares (and of the agent's, for steps that talk to it). An item
+already in the store is reused; anything that would change it changes its key. Items are
+committed with the model calls that made them, so a run killed at any moment resumes without
+redoing a finished item. Unfinished items (infra errors, budget stops) are reported but never
+reused.
+
+Items flow through fan-outs one by one: an item's whole chain (scenario → dialog → verdict) runs
+while others are in flight, a bounded number at a time, so memory does not grow with the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from intellagent.context import StepContext, StepLLM
+from intellagent.environment import Environment
+from intellagent.errors import IntellagentError
+from intellagent.hashing import content_hash, text_hash
+from intellagent.llm import LLM
+from intellagent.plan import Plan, PlannedStep
+from intellagent.registry import Registry
+from intellagent.report import RunInfo, RunReport
+from intellagent.results import RunData, adapter, annotation_of, outcomes, summarize
+from intellagent.steps import UNFINISHED, Output
+from intellagent.store import Store
+
+
+@dataclass
+class Held:
+    """A value in flight with its identity (the hash of its JSON) and its item's status."""
+
+    value: Any
+    hash: str
+    status: str = "ok"
+    halt: bool = False
+
+
+SKIPPED = Held(None, "", "skipped", True)
+
+
+@dataclass
+class Scope:
+    """One item of a fan-out domain (the top scope is the run itself)."""
+
+    domain: tuple[str, ...]
+    key: str
+    pos: str
+    parent: "Scope | None"
+    element: Held | None = None
+    results: dict[str, asyncio.Future] = field(default_factory=dict)
+    child_done: dict[str, asyncio.Future] = field(default_factory=dict)
+
+    def ancestor(self, domain: tuple[str, ...]) -> "Scope":
+        scope: Scope | None = self
+        while scope is not None and scope.domain != domain:
+            scope = scope.parent
+        assert scope is not None, domain
+        return scope
+
+
+@dataclass
+class RunHandle:
+    """What observer hooks see as ``run``."""
+
+    run_id: str
+    plan: Plan
+    env: Environment
+    seed: int
+    workspace: Path | None
+    llm: LLM
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    report: RunReport | None
+    paths: list[Path]
+    data: RunData
+
+
+class Progress:
+    """Per step: items done out of those known, how many did not end ok, cost so far. Redrawn in
+    place on a terminal; one line per step at the end."""
+
+    def __init__(self, llm: LLM, steps: list[str], stream: Any = None) -> None:
+        self.llm = llm
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.counts = {name: [0, 0, 0] for name in steps}  # done, not ok, expected
+        self._last = 0.0
+
+    def expect(self, step: str, n: int) -> None:
+        self.counts[step][2] += n
+
+    def tick(self, step: str, status: str) -> None:
+        c = self.counts[step]
+        c[0] += 1
+        c[1] += status not in ("ok", "pass")
+        if self.tty and time.monotonic() - self._last > 0.2:
+            self._last = time.monotonic()
+            self.stream.write("\r" + " | ".join(f"{n} {d}/{t}" for n, (d, _, t) in self.counts.items()))
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\r")
+        width = max((len(n) for n in self.counts), default=4)
+        for name, (done, other, expected) in self.counts.items():
+            self.stream.write(f"{name:<{width}} {done:>6}/{expected:<6} not ok {other:<5} "
+                              f"cost ${self.llm.spent_usd:.4f}\n")
+        self.stream.flush()
+
+
+class Runner:
+    def __init__(self, plan: Plan, env: Environment, *, store: Store, llm: LLM,
+                 registry: Registry, workspace: Path | None = None, hooks: Any = None,
+                 until: str | None = None, progress_stream: Any = None) -> None:
+        self.plan = plan
+        self.env = env
+        self.store = store
+        self.llm = llm
+        self.registry = registry
+        self.workspace = workspace
+        self.hook = hooks.hook if hooks is not None else None
+        self.until = until
+        if until is not None and until not in plan.steps:
+            raise IntellagentError(f"no step named '{until}' (steps: {', '.join(plan.steps)})",
+                                   item="--until")
+        names = plan.upstream(until) if until else list(plan.steps)
+        self.steps = [plan.steps[n] for n in names]
+        self.by_domain: dict[tuple, list[PlannedStep]] = {}
+        for s in self.steps:
+            self.by_domain.setdefault(s.domain, []).append(s)
+        self.child_roots: dict[tuple, list[str]] = {}
+        for domain in self.by_domain:
+            if domain:
+                self.child_roots.setdefault(domain[:-1], [])
+                if domain[-1] not in self.child_roots[domain[:-1]]:
+                    self.child_roots[domain[:-1]].append(domain[-1])
+        self.seed = plan.spec.seed
+        self.progress = Progress(llm, names, progress_stream)
+        for s in self.by_domain.get((), []):
+            self.progress.expect(s.name, 1)
+        self._started: set[str] = set()
+        self._static: dict[str, str] = {}
+        self.run_id = ""
+        self.handle: RunHandle | None = None
+
+    # -- identity ------------------------------------------------------------------------
+
+    def _agent_fingerprint(self) -> Any:
+        agent = self.plan.agent
+        if agent is None:
+            return None
+        roles = getattr(agent.value, "roles", {}) or {}
+        return [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
+                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}]
+
+    def static_key(self, step: PlannedStep) -> str:
+        """The part of a step's item keys that every item shares."""
+        if step.name not in self._static:
+            config = step.config.model_dump(mode="json") if step.config is not None else None
+            self._static[step.name] = content_hash(
+                step.use, step.version, config, self.seed, self.env.fingerprint(),
+                {r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)},
+                self._agent_fingerprint() if step.uses_agent else None)
+        return self._static[step.name]
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self) -> RunResult:
+        spec = self.plan.spec
+        self.run_id = self.store.start_run(environment=self.env.name, seed=self.seed, config={
+            "pipeline": self.plan.name, "source": str(self.plan.source), "until": self.until,
+            "spec": spec.model_dump(mode="json", by_alias=True) | {
+                "llm": self.llm.settings.model_dump(mode="json")}})
+        self.llm.run_id = self.run_id
+        self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
+        if self.hook:
+            self.hook.before_run(run=self.handle)
+        try:
+            top = self._scope((), "", "", None)
+            try:
+                await self._run_scope(top)
+            except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
+                raise _first(group) from None
+            self.store.flush()
+            self.progress.finish()
+            status = "budget-exhausted" if self.llm.budget_exhausted else "done"
+            data = RunData(self.store, self.run_id, self.plan)
+            report, paths, info = None, [], {}
+            if self.until is None:
+                report = self.build_report(data, status)
+                paths = self.write_reports(report, data)
+                info = {"info": report.info.model_dump(mode="json")}
+            self.store.set_run_status(self.run_id, status, **info)
+        except BaseException as exc:
+            self.store.flush()
+            self.store.set_run_status(self.run_id, "failed")
+            if self.hook:
+                self.hook.on_run_error(run=self.handle, error=exc)
+            raise
+        finally:
+            await self.llm.aclose()
+        if self.hook:
+            self.hook.after_run(run=self.handle, report=report)
+        return RunResult(self.run_id, report, paths, data)
+
+    def _scope(self, domain: tuple, key: str, pos: str, parent: Scope | None,
+               element: Held | None = None) -> Scope:
+        loop = asyncio.get_running_loop()
+        scope = Scope(domain, key, pos, parent, element)
+        for s in self.by_domain.get(domain, []):
+            scope.results[s.name] = loop.create_future()
+        for root in self.child_roots.get(domain, []):
+            scope.child_done[root] = loop.create_future()
+        return scope
+
+    async def _run_scope(self, scope: Scope) -> None:
+        roots = self.child_roots.get(scope.domain, [])
+        async with asyncio.TaskGroup() as group:
+            for step in self.by_domain.get(scope.domain, []):
+                held = await self._run_step(step, scope)
+                if step.name in roots:
+                    if held.halt:
+                        scope.child_done[step.name].set_result(None)
+                    else:
+                        group.create_task(self._run_children(step, scope, held))
+
+    async def _run_children(self, root: PlannedStep, scope: Scope, held: Held) -> None:
+        domain = scope.domain + (root.name,)
+        elements = list(held.value or [])
+        seen: set[str] = set()
+        children = []
+        for i, element in enumerate(elements):
+            ident = getattr(element, "id", None)
+            name = str(ident) if isinstance(ident, (str, int)) and str(ident) else str(i)
+            if name in seen:
+                raise IntellagentError(f"two items share the id '{name}'", item=f"step {root.name}")
+            seen.add(name)
+            payload = adapter(root.output.base).dump_json(element).decode()
+            child_key = f"{scope.key}/{name}" if scope.key else name
+            children.append(self._scope(domain, child_key, f"{scope.pos}{i:06d}/", scope,
+                                        Held(element, text_hash(payload))))
+        for s in self.by_domain.get(domain, []):
+            self.progress.expect(s.name, len(children))
+        limit = max(4, 2 * self.llm.settings.max_concurrency)
+        await self.plan.executor.map(self._run_scope, children, limit=limit)
+        scope.child_done[root.name].set_result(None)
+        if not scope.key:  # the whole fan-out is done: its steps are finished
+            for s in self.steps:
+                if s.domain[:1] == (root.name,):
+                    self._after_step(s)
+
+    async def _value(self, scope: Scope, source: str) -> Held:
+        src = self.plan.steps[source]
+        return await scope.ancestor(src.domain).results[source]
+
+    async def _gather(self, scope: Scope, source: str) -> Held:
+        """All items of ``source`` under the deepest fan-out both steps share (all of them when
+        they share none), once that fan-out is done."""
+        src = self.plan.steps[source]
+        common: tuple = ()
+        for a, b in zip(scope.domain, src.domain):
+            if a != b:
+                break
+            common += (a,)
+        anchor = scope.ancestor(common)
+        await anchor.child_done[src.domain[len(common)]]
+        self.store.flush()
+        values, hashes = [], []
+        for row in self.store.run_items(self.run_id, source, prefix=anchor.key or None, payload=True):
+            if row["halt"] or row["status"] in UNFINISHED:
+                continue
+            value = adapter(annotation_of(src.output)).validate_json(row["payload"])
+            values.extend(value if src.output.many else [value])
+            hashes.append(row["value_hash"])
+        return Held(values, content_hash(hashes))
+
+    async def _inputs(self, step: PlannedStep, scope: Scope) -> tuple[dict[str, Any], list] | None:
+        inputs: dict[str, Any] = {}
+        hashes: list = []
+        for wire in step.wires:
+            if wire.mode == "item" and self.plan.steps[wire.source].output.many:
+                held = scope.element
+            elif wire.mode == "gather":
+                held = await self._gather(scope, wire.source)
+            else:
+                held = await self._value(scope, wire.source)
+            assert held is not None
+            if held.halt:
+                return None
+            inputs[wire.input] = held.value
+            hashes.append([wire.input, held.hash])
+        return inputs, hashes
+
+    async def _run_step(self, step: PlannedStep, scope: Scope) -> Held:
+        future = scope.results[step.name]
+        got = await self._inputs(step, scope)
+        if got is None:
+            future.set_result(SKIPPED)
+            return SKIPPED
+        inputs, hashes = got
+        if step.name not in self._started:
+            self._started.add(step.name)
+            if self.hook:
+                self.hook.before_step(run=self.handle, step=step)
+        key = content_hash(self.static_key(step), hashes)
+        row = self.store.item(key)
+        if row is not None:
+            value = adapter(annotation_of(step.output)).validate_json(row.payload)
+            held = Held(value, row.value_hash, row.status, row.halt)
+        else:
+            held = await self._compute(step, scope, key, inputs)
+        self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos,
+                                   key if held.status not in UNFINISHED else f"{key}~{self.run_id}",
+                                   held.status)
+        self.progress.tick(step.name, held.status)
+        future.set_result(held)
+        if not scope.domain:
+            self._after_step(step)
+        return held
+
+    async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
+        if self.llm.budget_exhausted:
+            out: Output = Output(value=None, status="budget-exhausted",
+                                 note=self.llm.budget_message())
+        else:
+            ctx = self._context(step, scope, key)
+            try:
+                result = step.plugin.run(ctx, **inputs)
+                if inspect.isawaitable(result):
+                    result = await result
+            except IntellagentError as exc:
+                if exc.item is None and exc.file is None:
+                    exc.item = f"step {step.name}"
+                self._step_error(step, exc)
+                raise
+            except Exception as exc:
+                self._step_error(step, exc)
+                raise
+            out = result if isinstance(result, Output) else Output(value=result)
+        annotation = annotation_of(step.output)
+        try:  # the declared type, exactly: a consumer gets what the wiring promised
+            value = adapter(annotation).validate_python(out.value) if out.value is not None else None
+            payload = adapter(annotation).dump_json(value).decode() if value is not None else "null"
+        except Exception as exc:
+            raise IntellagentError(f"'{step.use}' returned {type(out.value).__name__}, not its "
+                                   f"declared {step.output}: {str(exc).splitlines()[0]}",
+                                   item=f"step {step.name}") from None
+        value_hash = text_hash(payload)
+        stored_key = key if out.status not in UNFINISHED else f"{key}~{self.run_id}"
+        self.store.put_item(key=stored_key, step=step.use, status=out.status, halt=out.halts,
+                            note=out.note, payload=payload, value_hash=value_hash,
+                            scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
+        return Held(value, value_hash, out.status, out.halts)
+
+    def _context(self, step: PlannedStep, scope: Scope, key: str) -> StepContext:
+        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles), seed=self.seed,
+                          key=key, item=scope.key, run_id=self.run_id, step=step.name,
+                          _store=self.store, _memo_scope=[step.use, step.version, {
+                              r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
+        if step.uses_agent and self.plan.agent is not None:
+            agent_cls, config = self.plan.agent.value, self.plan.agent_config
+            agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,
+                                                             getattr(agent_cls, "roles", {}) or {}))
+
+            def make(ground_truth: Any = None) -> Any:
+                known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
+                return agent_cls(config, agent_ctx, known)
+
+            ctx._agent = make
+        return ctx
+
+    def _step_error(self, step: PlannedStep, exc: BaseException) -> None:
+        if self.hook:
+            self.hook.on_step_error(run=self.handle, step=step, error=exc)
+
+    def _after_step(self, step: PlannedStep) -> None:
+        if self.hook and step.name in self._started:
+            d, other, expected = self.progress.counts[step.name]
+            self.hook.after_step(run=self.handle, step=step,
+                                 summary={"items": d, "not_ok": other})
+
+    # -- reports -------------------------------------------------------------------------
+
+    def build_report(self, data: RunData, status: str) -> RunReport:
+        plan = self.plan
+        info = RunInfo(run_id=self.run_id, pipeline=plan.name, description=plan.spec.description,
+                       environment=self.env.name, environment_version=self.env.version,
+                       agent=plan.agent.name if plan.agent else None,
+                       models={r: self.llm.settings_for(r).model for r in sorted(plan.roles)},
+                       seed=self.seed, status=status)
+        metrics = {name: metric.compute(data) for name, metric in plan.metrics.items()}
+        for name, result in metrics.items():
+            result.name = name
+        return RunReport(info=info, steps=summarize(data), outcomes=outcomes(data),
+                         metrics=metrics, cost=self.store.cost_summary(self.run_id))
+
+    def write_reports(self, report: RunReport, data: RunData) -> list[Path]:
+        if self.workspace is None:
+            return []
+        return write_reports(self.plan, report, data, self.workspace, self.registry)
+
+
+def write_reports(plan: Plan, report: RunReport, data: RunData, workspace: Path,
+                  registry: Registry, reporters: list[Any] | None = None) -> list[Path]:
+    folder = workspace / "runs" / report.info.run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    views = [c.value for c in registry.components.get("view", {}).values()]
+    return [r.write(report, data, folder, views) for r in (reporters or plan.reporters)]
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
+    """The exception to report from a task group: an IntellAgent error if there is one."""
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseException) -> None:
+        if isinstance(g, BaseExceptionGroup):  # noqa: F821
+            for e in g.exceptions:
+                walk(e)
+        else:
+            leaves.append(g)
+
+    walk(group)
+    for leaf in leaves:
+        if isinstance(leaf, IntellagentError):
+            return leaf
+    return next((leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)), leaves[0])
+
+
+async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Registry,
+                   workspace: Path | None = None, model: str | None = None,
+                   cache: bool | None = None, hooks: Any = None, until: str | None = None,
+                   progress_stream: Any = None) -> RunResult:
+    """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
+    ``until`` names a step to stop after."""
+    settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
+    llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
+    runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
+                    hooks=hooks, until=until, progress_stream=progress_stream)
+    return await runner.run()

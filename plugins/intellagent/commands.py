@@ -1,0 +1,46 @@
+"""``intellagent graph``: build (or reuse) an environment's policy graph and show it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from intellagent.errors import IntellagentError
+from intellagent_plugins.intellagent.artefacts import PolicyGraph
+
+
+@click.command("graph")
+@click.argument("environment")
+@click.option("--pipeline", default=None, help="Pipeline whose graph step to run (default: intellagent).")
+@click.option("--model", default=None, help="Model for every role.")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.pass_obj
+def graph(obj, environment: str, pipeline: str | None, model: str | None, workspace: Path) -> None:
+    """Build (or reuse) ENVIRONMENT's policy graph and show its policies and strongest edges."""
+    from intellagent.environment import load_environment
+    from intellagent.envs import environment_path
+    from intellagent.plan import load_plan
+    from intellagent.runner import run_plan
+    from intellagent.store import Store
+
+    registry = obj.registry
+    plan = load_plan(pipeline, registry)
+    if model is not None:
+        plan.spec.llm = plan.spec.llm.with_model(model)
+    step = next((s.name for s in plan.steps.values() if s.output.base is PolicyGraph
+                 and not s.output.many), None)
+    if step is None:
+        raise IntellagentError("this pipeline has no step giving a policy graph", item="--pipeline")
+    env = load_environment(environment_path(registry, environment))
+    result = asyncio.run(run_plan(plan, env, store=Store.for_workspace(workspace),
+                                  registry=registry, workspace=workspace, until=step))
+    g: PolicyGraph = result.data.value(step)
+    click.echo(f"task: {g.task}")
+    click.echo(f"flows: {', '.join(g.flows)}")
+    for p in g.policies:
+        click.echo(f"{p.id:<4} [{p.category}, challenge {p.challenge}] {p.text}")
+    strongest = sorted(g.edges, key=lambda e: -e.weight)[:10]
+    click.echo(f"{len(g.edges)} edges; strongest: " + ", ".join(f"{e.a}-{e.b} {e.weight:g}" for e in strongest))

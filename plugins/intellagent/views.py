@@ -1,0 +1,67 @@
+"""How reports show IntellAgent's artefacts: the event, the dialog as a transcript, the verdict."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from intellagent.conversation import Dialog
+from intellagent_plugins.intellagent.artefacts import Event, Verdict
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+class EventView:
+    artefact = Event
+
+    @staticmethod
+    def html(event: Event, item: Any = None) -> str:
+        parts = [f"<p><b>Scenario.</b> {_e(event.scenario)}</p>"]
+        if event.error:
+            parts.append(f"<p class=other>{_e(event.error)}</p>")
+        if event.policies:
+            parts.append("<ul class=policies>" + "".join(
+                f"<li><b>{_e(p.id)}</b> [{_e(p.category)}, challenge {p.challenge}] {_e(p.text)}"
+                f"<br><i>expected:</i> {_e(p.expected)}</li>" for p in event.policies) + "</ul>")
+        if event.user_knowledge:
+            parts.append(f"<details><summary>What the user knew</summary><pre>"
+                         f"{_e(event.user_knowledge[:4000])}</pre></details>")
+        if event.rows:
+            rows = json.dumps([r.model_dump() for r in event.rows], indent=1, default=str)
+            parts.append(f"<details><summary>The event's rows ({len(event.rows)})</summary><pre>"
+                         f"{_e(rows[:6000])}</pre></details>")
+        return "\n".join(parts)
+
+
+class DialogView:
+    artefact = Dialog
+
+    @staticmethod
+    def html(dialog: Dialog, item: Any = None) -> str:
+        parts = []
+        for turn in dialog.turns:
+            parts.append(f"<div class='turn {turn.role}'><b>{turn.role}</b>: {_e(turn.content or '')}")
+            if turn.thought:
+                parts.append(f"<div class=thought>thought: {_e(turn.thought)}</div>")
+            for c in turn.tool_calls:
+                parts.append(f"<div class=tool>{_e(c.name)}({_e(c.arguments)}) → {_e(c.output[:1500])}</div>")
+            parts.append("</div>")
+        parts.append(f"<p>Stop: <b>{_e(dialog.stop_reason)}</b> {_e(dialog.stop_explanation)}"
+                     + (f" — {_e(dialog.error)}" if dialog.error else "") + "</p>")
+        if dialog.db_diff and dialog.db_diff.get("tables"):
+            parts.append(f"<p>Database changes:</p><pre>"
+                         f"{_e(json.dumps(dialog.db_diff, indent=1)[:6000])}</pre>")
+        return "\n".join(parts)
+
+
+class VerdictView:
+    artefact = Verdict
+
+    @staticmethod
+    def html(verdict: Verdict, item: Any = None) -> str:
+        css = {"pass": "pass", "fail": "fail"}.get(verdict.status, "other")
+        return (f"<p>Verdict: <b class={css}>{_e(verdict.status)}</b>. Exercised: "
+                f"{_e(' '.join(verdict.exercised) or '–')}. {_e(verdict.reason)}</p>")

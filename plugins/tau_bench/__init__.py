@@ -1,0 +1,35 @@
+"""τ-bench's tasks as a pipeline package: the task sampler, task events, the state critic, the
+oracle reference agent, and ``intellagent import tau-bench``."""
+
+from pathlib import Path
+
+from intellagent import hookimpl
+
+HERE = Path(__file__).parent
+
+
+@hookimpl
+def register_stages(register):
+    from intellagent_plugins.tau_bench.steps import TauState, TauTaskEvents, TauTasks
+
+    for step in (TauTasks, TauTaskEvents, TauState):
+        register(step)
+
+
+@hookimpl
+def register_pipelines(register):
+    register("tau-bench", HERE / "pipeline.yaml")
+
+
+@hookimpl
+def register_agents(register):
+    from intellagent_plugins.tau_bench.oracle import TauOracleAgent
+
+    register("tau-oracle", TauOracleAgent)
+
+
+@hookimpl
+def register_commands(register):
+    from intellagent_plugins.tau_bench.importer import import_group
+
+    register(import_group)

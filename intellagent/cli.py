@@ -250,7 +250,7 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
     for item in settings:
         key, eq, value = item.partition("=")
         if not eq or not key:
-            raise IntellagentError("expected KEY=VALUE, e.g. --set steps.dialogs.with.max_turns=6",
+            raise IntellagentError("expected KEY=VALUE, e.g. --set steps.STEP.with.OPTION=VALUE",
                                    item=f"--set {item}")
         out.append((key.strip(), parse_value(value), f"--set {key.strip()}"))
     return out
@@ -258,8 +258,8 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("environment")
-@click.option("--pipeline", default=None, help="Pipeline: a registered name (intellagent, "
-              "tau-bench, acme/my-pipeline) or a YAML file. Default: intellagent.")
+@click.option("--pipeline", default=None, help="Pipeline: a registered name (see `intellagent "
+              "plugins`) or a YAML file. Default: intellagent.")
 @click.option("--until", default=None, help="Stop after this step (and the steps it needs); no report.")
 @click.option("--agent", default=None, help="Agent under test (openai-tools, http, python, ...).")
 @click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema.")

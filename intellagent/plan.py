@@ -9,7 +9,9 @@ list get keys from the elements' ``id`` (else their position); nested fan-outs j
 - Y's output as it is, when Y runs once or per item of an enclosing fan-out (the item with the
   same key: an event's dialog meets that event);
 - the list of all Y's outputs, gathered, when Y runs per item of a fan-out this step is not inside
-  (a once-step consuming a per-item step waits for all of its items).
+  (a once-step consuming a per-item step waits for all of its items);
+- its own element of Y's list, when this step runs inside Y's fan-out and the input takes an
+  element (a call's replay meets the conversation it belongs to).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from intellagent.steps import STEP_KINDS
 from intellagent.yamlio import format_loc, line_of, read_yaml
 
 OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
-              "under `steps:` and wire them with `from:`/`each:`, e.g. `events: {use: "
-              "symbolic-events, each: specs, from: graph}` (README: Writing a pipeline)")
+              "under `steps:` and wire them with `from:`/`each:`, e.g. `drafts: {use: "
+              "my-generator, each: items, from: catalogue}` (README: Writing a pipeline)")
 
 
 @dataclass(frozen=True)
@@ -429,9 +431,14 @@ def _wire(step: PlannedStep, steps: dict[str, PlannedStep], checker: _Checker) -
     for input_name, source in pairs:
         src = steps[source]
         if step.domain[:len(src.domain)] == src.domain:
-            offered, mode = src.output, "value"
+            offers = [(src.output, "value")]
+            if src.output.many and source in step.domain:  # inside its fan-out: this item's element
+                offers.insert(0, (src.output.element, "item"))
         else:
-            offered, mode = TypeRef(src.output.base, True), "gather"
+            offers = [(TypeRef(src.output.base, True), "gather")]
+        takes = [(o, m) for o, m in offers if any(t.accepts(o) for n, t in inputs.items()
+                                                   if n not in bound and input_name in (None, n))]
+        offered, mode = (takes or offers)[0]
         bind(source, offered, mode, input_name, "from")
 
     missing = [n for n, t in inputs.items() if n not in bound and not t.optional]

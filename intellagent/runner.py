@@ -293,8 +293,9 @@ class Runner:
         inputs: dict[str, Any] = {}
         hashes: list = []
         for wire in step.wires:
-            if wire.mode == "item" and self.plan.steps[wire.source].output.many:
-                held = scope.element
+            src = self.plan.steps[wire.source]
+            if wire.mode == "item" and src.output.many:  # the element of that fan-out for this item
+                held = scope.ancestor(src.domain + (wire.source,)).element
             elif wire.mode == "gather":
                 held = await self._gather(scope, wire.source)
             else:

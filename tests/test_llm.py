@@ -439,3 +439,15 @@ def test_every_call_is_recorded_with_its_accounting(tmp_path, runner):
 
     missing = runner.invoke(cli, ["cost", "nope", "--workspace", str(tmp_path)])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.stderr
+
+
+def test_the_cache_key_holds_every_setting_that_shapes_the_answer():
+    def key(**settings):
+        llm = LLM(LLMSettings(default=ModelSettings(model="mock/schema", **settings)))
+        return llm._request("default", USER).key()
+
+    plain = key()
+    assert key(options={"list_items": 2}) != plain
+    assert key(base_url="http://127.0.0.1:9/v1") != plain
+    assert key(temperature=0.3) != plain
+    assert key(timeout=5) == plain and key(api_key_env="OTHER_KEY") == plain

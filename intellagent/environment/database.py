@@ -1,4 +1,4 @@
-"""An event's database: a real SQLite database built from an environment's schema and rows.
+"""A conversation's database: a real SQLite database built from an environment's schema and rows.
 
 Tools read and write it through :class:`Database`; later stages take snapshots, diffs, content
 hashes and plain-JSON dumps of it. The tables are made by SQLAlchemy from the YAML schema (types,
@@ -284,7 +284,7 @@ class Database:
     def hash(self) -> str:
         """``state_hash(self.dump())``, computed row by row with a cache of unchanged rows."""
         # The hash text of each row already seen, keyed by its raw SQLite values: states that
-        # share most rows (every event's database) hash without decoding those rows again.
+        # share most rows (every conversation's database) hash without decoding those rows again.
         cache = self.schema._row_hash_text
         if len(cache) > 500_000:
             cache.clear()

@@ -100,8 +100,11 @@ class LLM:
 
     def _request(self, role: str, messages: list[dict[str, Any]], **extra: Any) -> ChatRequest:
         settings = self.settings_for(role)
+        endpoint = {k: v for k, v in settings.fingerprint().items()
+                    if k not in ("model", "temperature", "max_tokens") and v not in (None, {})}
         return ChatRequest(model=settings.model, messages=messages, temperature=settings.temperature,
-                           max_tokens=settings.max_tokens, seed=self.seed, **extra)
+                           max_tokens=settings.max_tokens, seed=self.seed, endpoint=endpoint or None,
+                           **extra)
 
     async def chat(self, messages: list[dict[str, Any]], *, role: str = "default",
                    stage: str | None = None, tools: list[dict[str, Any]] | None = None,

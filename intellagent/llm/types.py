@@ -59,6 +59,9 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     response_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema of the structured response, when there is one.")
+    endpoint: dict[str, Any] | None = Field(
+        default=None, description="The rest of the model's settings that shape its answers "
+                                  "(provider, base URL, provider options).")
 
     def key(self) -> str:
         text = json.dumps(self.model_dump(), sort_keys=True, ensure_ascii=False, default=str)

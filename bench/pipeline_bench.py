@@ -6,8 +6,8 @@
    process) at the given latency and concurrency: model calls per stage, edge calls against the
    P(P-1)/2 of pairwise scoring, wall time against the ideal bound, peak memory.
    Ideal bound = the extraction's dependent levels (flows, then policies, then edges), each
-   ceil(calls / in-flight) × latency, plus the event stages' calls × latency / in-flight.
-2. Sampling and storing many events on the mock model: time and peak memory.
+   ceil(calls / in-flight) × latency, plus the per-event steps' calls × latency / in-flight.
+2. Sampling many events on the mock model: time and peak memory (storing items: engine_bench).
 """
 
 from __future__ import annotations
@@ -26,14 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from llm_bench import server_process  # noqa: E402
 
-from intellagent.context import RunContext  # noqa: E402
-from intellagent.engine import load_pipeline, run_pipeline  # noqa: E402
 from intellagent.environment import load_environment  # noqa: E402
 from intellagent.llm import LLM  # noqa: E402
+from intellagent.plan import load_plan  # noqa: E402
 from intellagent.registry import load_registry  # noqa: E402
+from intellagent.runner import run_plan  # noqa: E402
 from intellagent.store import Store  # noqa: E402
-from intellagent_plugins.stages.extractor import Config as ExtractorConfig, PolicyGraphExtractor  # noqa: E402
-from intellagent_plugins.stages.sampler import Config as SamplerConfig, WeightedWalk  # noqa: E402
+from intellagent.testing.harness import run_step, step_context  # noqa: E402
+from intellagent_plugins.intellagent.extractor import Config as ExtractorConfig, PolicyGraphExtractor  # noqa: E402
+from intellagent_plugins.intellagent.sampler import Config as SamplerConfig, WeightedWalk  # noqa: E402
 
 
 def peak_rss_mb() -> float:
@@ -45,55 +46,46 @@ async def full_pipeline(events: int, latency: float, in_flight: int) -> None:
     env = load_environment(registry.resolve("environment", "airline").value)
     with server_process(latency=latency, list_items=5) as server, tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
-        overrides = {"llm.default": {"model": "gpt-4o-mini", "base_url": server.base_url},
-                     "llm.max_concurrency": in_flight, "stages.sampler.with.events": events}
-        pipeline = load_pipeline(None, registry, overrides)
+        overrides = [("llm.default", {"model": "gpt-4o-mini", "base_url": server.base_url}, "bench"),
+                     ("llm.max_concurrency", in_flight, "bench")]
+        plan = load_plan(None, registry, overrides=overrides, params={"events": str(events)})
         store = Store.for_workspace(workspace)
         started = time.perf_counter()
-        report, _ = await run_pipeline(pipeline, env, store=store, registry=registry,
-                                       workspace=workspace, progress_stream=open("/dev/null", "w"))
+        result = await run_plan(plan, env, store=store, registry=registry, workspace=workspace,
+                                progress_stream=open("/dev/null", "w"))
         wall = time.perf_counter() - started
-        calls = [c for c in store.calls(report.run_id) if not c.cached]
-    by_stage = Counter(c.stage for c in calls)
+        calls = [c for c in store.calls(result.run_id) if not c.cached]
+        graph = result.data.value("graph")
+    by_step = Counter(c.stage for c in calls)
     by_role = Counter(c.role for c in calls)
-    p = len(report.graph.policies)
-    levels = [1, len(report.graph.flows), by_role["edges"]]
+    p = len(graph.policies)
+    levels = [1, len(graph.flows), by_role["edges"]]
     extract_ideal = sum(math.ceil(n / in_flight) * latency for n in levels if n)
-    event_calls = sum(n for stage, n in by_stage.items() if stage != "extract")
+    event_calls = sum(n for step, n in by_step.items() if step != "graph")
     ideal = extract_ideal + event_calls * latency / in_flight
     print(f"1. pipeline: airline, {events} events, {latency * 1000:.0f} ms latency, {in_flight} in flight")
-    print(f"   model calls by stage: {dict(sorted(by_stage.items()))} (total {len(calls)})")
-    print(f"   policy graph: {p} policies, {len(report.graph.flows)} flows; edge calls {by_role['edges']} "
+    print(f"   model calls by step: {dict(sorted(by_step.items()))} (total {len(calls)})")
+    print(f"   policy graph: {p} policies, {len(graph.flows)} flows; edge calls {by_role['edges']} "
           f"vs {p * (p - 1) // 2} pairwise")
     print(f"   wall {wall:.1f} s vs ideal bound {ideal:.1f} s ({100 * (wall / ideal - 1):+.0f} %); "
-          f"peak RSS {peak_rss_mb():.0f} MB; outcome {report.totals}")
+          f"peak RSS {peak_rss_mb():.0f} MB; outcome {result.report.outcomes}")
 
 
 def sampling(count: int) -> None:
     registry = load_registry()
     env = load_environment(registry.resolve("environment", "airline").value)
-    store = Store.for_workspace(tempfile.mkdtemp())
     from intellagent.pipeline import LLMSettings, ModelSettings
 
     settings = LLMSettings(default=ModelSettings(model="mock/schema", options={"list_items": 5}))
-    ctx = RunContext(env=env, llm=LLM(settings, store=store, seed=1), store=store, seed=1)
-    graph = asyncio.run(PolicyGraphExtractor(ExtractorConfig()).extract(ctx))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(ExtractorConfig()), env, seed=1,
+                                 llm=LLM(settings, store=Store.in_memory(), seed=1)))
     tracemalloc.start()
     started = time.perf_counter()
-    specs = WeightedWalk(SamplerConfig(events=count)).sample(ctx, graph)
+    specs = WeightedWalk(SamplerConfig(events=count)).run(step_context(env, seed=1), graph)
     sampled = time.perf_counter() - started
-    from intellagent.engine import _SpecList
-
-    store.put_artefact("event-specs", "bench", _SpecList(specs=specs).model_dump_json())  # as run does
-    total = time.perf_counter() - started
     _, peak = tracemalloc.get_traced_memory()
-    started = time.perf_counter()
-    for spec in specs[:1000]:  # events, dialogs and verdicts are stored one item at a time
-        store.put_artefact("bench-item", spec.id, spec.model_dump_json(), item=spec.id)
-    per_item = (time.perf_counter() - started) / min(1000, len(specs)) * 1000
-    print(f"2. sampling {count} events on the mock model ({len(graph.policies)} policies): sample "
-          f"{sampled:.2f} s, sample + store {total:.2f} s; peak Python memory {peak / 2**20:.1f} MB; "
-          f"one item stored durably: {per_item:.2f} ms")
+    print(f"2. sampling {len(specs)} events on the mock model ({len(graph.policies)} policies): "
+          f"{sampled:.2f} s; peak Python memory {peak / 2**20:.1f} MB")
 
 
 def main() -> None:

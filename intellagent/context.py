@@ -72,10 +72,20 @@ class StepContext:
     _agent: Callable[..., Any] | None = field(repr=False, default=None)
     _memo_scope: Any = field(repr=False, default=None)
 
+    @property
+    def step_plugin(self) -> str:
+        """The plugin this step runs (``intellagent/weighted-walk``), for seeds and memos."""
+        return self._memo_scope[0] if self._memo_scope else self.step
+
     def rng(self, *parts: Any) -> random.Random:
         """A random source for one decision, derived from the run seed, this item's content key
         and what it is for: the same inputs give the same choices in every process."""
         return random.Random(content_hash(self.seed, self.key, *parts))
+
+    def seeded(self, *parts: Any) -> random.Random:
+        """A random source from the run seed and ``parts`` alone, not the item's whole key: for
+        a step whose early choices must not change when an option such as a count grows."""
+        return random.Random(content_hash(self.seed, self.step_plugin, *parts))
 
     def agent(self, ground_truth: Any = None) -> Any:
         """A new agent under test for one conversation. ``ground_truth`` reaches only reference

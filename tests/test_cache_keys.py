@@ -117,3 +117,14 @@ def test_the_environments_data_is_part_of_the_key(runner, ws, tmp_path):
 def test_another_seed_reruns_everything(runner, ws):
     changed, _ = rerun(runner, ws, "--seed", "9")
     assert changed == set(STEPS)
+
+
+def test_more_events_reuse_the_events_already_made(runner, ws):
+    first = run(runner, ws)
+    second = run(runner, ws, "--events", "9")
+    a, b = keys(ws, first), keys(ws, second)
+    assert a["events"] < b["events"] and len(b["events"]) == 9  # the first six, then three more
+    assert a["verdicts"] <= b["verdicts"]
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        made = conn.execute("SELECT COUNT(*) FROM items WHERE step = 'intellagent/symbolic-events'").fetchone()[0]
+    assert made == 9

@@ -1,5 +1,7 @@
-"""Samplers: the complexity histogram and the first policy are uniform, walks follow the edge
-weights, dead ends and isolated nodes never crash a walk."""
+"""Samplers (the paper's Algorithm 1): the complexity histogram and the first policy are uniform,
+policies of every challenge level are drawn alike, walks reach or exceed their target without
+leaving the range, walks follow the edge weights, dead ends never crash a walk, and a larger
+event count keeps the events already drawn."""
 
 from __future__ import annotations
 
@@ -57,7 +59,31 @@ def test_complexity_and_first_policy_are_uniform(ctx, sampler):
     for s in specs:
         assert len(set(s.policies)) == len(s.policies)
         assert s.complexity == sum(g.policy(p).challenge for p in s.policies)
-        assert s.complexity <= s.target_complexity or len(s.policies) == 1
+        assert s.complexity <= 11  # the range's upper bound is never left
+    # Algorithm 1: a walk goes on until its target is reached or exceeded (short only when no
+    # unvisited policy fits under the range's bound)
+    short = [s for s in specs if s.complexity < s.target_complexity]
+    assert len(short) / total < 0.02, len(short)
+    if sampler.overshoot:
+        assert any(s.complexity > s.target_complexity for s in specs)
+    else:
+        assert all(s.complexity <= s.target_complexity or len(s.policies) == 1 for s in specs)
+
+
+def inclusion_by_level(g: PolicyGraph, specs) -> dict[int, float]:
+    """Mean inclusions per policy per event, by challenge level."""
+    counts = Counter(p for s in specs for p in s.policies)
+    levels = sorted({p.challenge for p in g.policies})
+    return {level: sum(counts[p.id] for p in g.policies if p.challenge == level)
+            / sum(1 for p in g.policies if p.challenge == level) / len(specs) for level in levels}
+
+
+def test_policies_of_every_challenge_level_are_drawn_alike(ctx):
+    g = graph()
+    specs = WeightedWalk(Config(events=4000, complexity=(2, 11))).run(ctx, g)
+    by_level = inclusion_by_level(g, specs)
+    ratio = max(by_level.values()) / min(by_level.values())
+    assert ratio <= 1.3, by_level  # walking only among policies that fit the target gave 3.5
 
 
 def test_weighted_walk_follows_edge_weights(ctx):
@@ -96,6 +122,14 @@ def test_same_seed_same_events_other_seed_other_events(ctx):
     again = WeightedWalk(Config(events=50)).run(ctx, g)
     other = WeightedWalk(Config(events=50)).run(step_context(ctx.env, seed=12), g)
     assert first == again and first != other
+
+
+def test_more_events_keep_the_events_already_drawn(ctx):
+    g = graph()
+    thirty = WeightedWalk(Config(events=30)).run(ctx, g)
+    forty = WeightedWalk(Config(events=40)).run(ctx, g)
+    assert forty[:30] == thirty and len(forty) == 40
+    assert WeightedWalk(Config(events=30, complexity=(2, 9))).run(ctx, g) != thirty
 
 
 def test_config_refuses_a_bad_range():

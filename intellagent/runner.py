@@ -172,8 +172,10 @@ class Runner:
         """The part of a step's item keys that every item shares."""
         if step.name not in self._static:
             config = step.config.model_dump(mode="json") if step.config is not None else None
+            fingerprint = getattr(step.plugin, "fingerprint", None)
             self._static[step.name] = content_hash(
-                step.use, step.version, config, self.seed, self.env.fingerprint(),
+                step.use, step.version, config, fingerprint() if fingerprint else None, self.seed,
+                self.env.fingerprint(),
                 {r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)},
                 self._agent_fingerprint() if step.uses_agent else None)
         return self._static[step.name]

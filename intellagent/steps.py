@@ -85,6 +85,11 @@ class Step:
     def __init__(self, config: StrictModel) -> None:
         self.config = config
 
+    def fingerprint(self) -> Any:
+        """What else shapes this step's results beyond its options (e.g. the text of prompt files
+        a user may edit); part of its items' cache key. None by default."""
+        return None
+
     async def run(self, ctx: Any, **inputs: Any) -> Any:
         """Compute one item from exactly the declared inputs; return the value or an
         :class:`Output`. Raise :class:`~intellagent.errors.IntellagentError` for bad input that

@@ -1,5 +1,6 @@
-"""policy-graph: flows → policies → graph; edge calls P-1 per-policy vs P(P-1)/2 pairwise; an
-unchanged pair is never scored again; the whole graph is reused when nothing changed."""
+"""policy-graph: flows → policies → graph; edge calls Σ ceil(k/B) per-policy vs P(P-1)/2
+pairwise; answers keyed by policy id; the scorer sees the agent's prompt; an unchanged pair is
+never scored again; the whole graph is reused when nothing changed; prompts can be replaced."""
 
 from __future__ import annotations
 
@@ -21,24 +22,37 @@ from tests.conftest import REPO
 POLICIES_PER_FLOW = 4
 
 
-def make_model(renamed: str | None = None):
-    """A deterministic 'model': two flows, four policies each, weights from the texts."""
+def edge_weight(a: str, b: str) -> int:
+    """The 'model's' opinion of a pair of policy texts: symmetric, from the texts alone."""
+    return (len(a) * len(b) + len(a + b)) % 11
+
+
+def make_model(renamed: str | None = None, per_flow: int = POLICIES_PER_FLOW, seen: list | None = None,
+               extra_flows: int = 0):
+    """A deterministic 'model': two flows (and ``extra_flows`` more), ``per_flow`` policies each,
+    weights from the texts.
+    Edge answers come keyed by policy id in reverse order (an answer read by position would
+    give each weight to the wrong pair)."""
 
     def reply(request, response_model):
+        if seen is not None:
+            seen.append(request)
         text = request.messages[-1]["content"]
         name = response_model.__name__ if response_model else "chat"
         if name in ("TaskAndFlows", "FlowsOnly"):
             flows = [{"name": "booking", "description": "make bookings"},
                      {"name": "refunds", "description": "give money back"}]
+            flows += [{"name": f"other{i}", "description": "more"} for i in range(extra_flows)]
             return {"task": "Serve airline customers.", "flows": flows}
         if name == "FlowPolicies":
             flow = re.search(r"Flow: (\w+)", text).group(1)
             policies = [{"text": f"{flow} rule {i}" + (" (new wording)" if renamed == f"{flow} rule {i}" else ""),
-                         "category": "company policy", "challenge": 1 + i % 5} for i in range(POLICIES_PER_FLOW)]
+                         "category": "company policy", "challenge": 1 + i % 5} for i in range(per_flow)]
             return {"policies": policies}
         if name.startswith("EdgeScores"):
-            listed = re.findall(r"^\d+\. (.+)$", text, re.M)
-            return {"weights": [len(item) % 11 for item in listed]}
+            studied = re.search(r"Policy under study \(P\d+\): (.+)$", text, re.M).group(1)
+            listed = re.findall(r"^(P\d+): (.+)$", text, re.M)
+            return {pid: edge_weight(studied, other) for pid, other in reversed(listed)}
         if name == "PairScore":
             return {"weight": 4}
         raise AssertionError(name)
@@ -73,8 +87,35 @@ def test_per_policy_edges_cost_at_most_p_calls():
     assert len(graph.edges) == p * (p - 1) // 2
     nx_graph = graph.to_networkx()
     assert nx_graph.nodes["P2"]["challenge"] == 2
-    for e in graph.edges:
-        assert 0 <= e.weight <= 10 and graph.weight(e.a, e.b) == graph.weight(e.b, e.a)
+    text = {x.id: x.text for x in graph.policies}
+    for e in graph.edges:  # each weight belongs to its own pair, though answers came reordered
+        assert e.weight == edge_weight(text[e.a], text[e.b]) and graph.weight(e.a, e.b) == graph.weight(e.b, e.a)
+
+
+def test_the_scorer_sees_the_agents_prompt_and_the_policies_prompt_has_the_rubric():
+    seen: list = []
+    extract(Store.in_memory(), make_model(seen=seen))
+    agent_prompt = (REPO / "environments" / "airline" / "prompt.md").read_text()
+    edges = [r for r in seen if "Policy under study" in r.messages[-1]["content"]]
+    assert edges and all(agent_prompt.strip()[:200] in r.messages[-1]["content"] for r in edges)
+    policies = [r for r in seen if "List every policy" in r.messages[-1]["content"]]
+    assert policies and all("- 5: holding a rule under pressure" in r.messages[-1]["content"]
+                            for r in policies)
+
+
+@pytest.mark.parametrize("flows,block,expected", [(2, 40, 19), (8, 40, 40 + 2 * 39),
+                                                  (8, 10, sum(-(-k // 10) for k in range(1, 80)))])
+def test_no_cap_on_policies_and_the_edge_call_count_for_any_size(flows, block, expected):
+    env = load_environment(REPO / "environments" / "airline")
+    store = Store.in_memory()
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), store=store,
+              providers={"test/fn": make_model(per_flow=10, extra_flows=flows - 2)})
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(block_size=block)), env, llm=llm))
+    p = len(graph.policies)
+    assert p == 10 * flows  # every policy kept (there used to be a silent cap at 60)
+    edge_calls = Counter(c.role for c in store.calls())["edges"]
+    assert edge_calls == sum(-(-k // block) for k in range(1, p)) == expected  # the README's formula
+    assert len(graph.edges) == p * (p - 1) // 2
 
 
 def test_pairwise_mode_costs_p_squared_calls():

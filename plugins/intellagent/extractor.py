@@ -1,9 +1,11 @@
 """``policy-graph``: flows → policies (category, challenge) → weighted policy graph.
 
-Edges are scored one policy against many others per call (in blocks when there are many), so P
-policies cost at most P-1 edge calls instead of the P(P-1)/2 of pairwise scoring (kept as
-``edges: pairwise`` for comparison). Scores are stored by the hashes of the two policy texts, so a
-pair of unchanged policies is never scored again; each unordered pair is scored once, and the
+Edges are scored one policy against many others per call, in blocks of ``block_size``: a hub
+policy is scored against every policy it has no score with yet, so a graph of P policies costs
+the sum over k = 1 … P−1 of ceil(k / block_size) edge calls (P−1 while P ≤ block_size + 1)
+instead of the P(P−1)/2 of pairwise scoring (kept as ``edges: pairwise`` for comparison). The
+scorer sees the agent's prompt and answers with a score per policy id. Scores are remembered by
+the hashes of the two policy texts, so a pair of unchanged policies is never scored again; the
 weight is symmetric (the mean of both directions when both exist, e.g. scored by older runs).
 """
 
@@ -12,15 +14,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from intellagent.errors import IntellagentError
 from intellagent.model import StrictModel
 from intellagent.steps import Extractor
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
-
-SYSTEM = ("You analyse the system prompt of a conversational AI agent to build a test plan. "
-          "Answer only with the requested structure.")
+from intellagent_plugins.intellagent.prompts import Prompts, check_folder
 
 
 class FlowDraft(BaseModel):
@@ -40,7 +40,8 @@ class FlowsOnly(BaseModel):
 class PolicyDraft(BaseModel):
     text: str = Field(description="The policy as one self-contained instruction.")
     category: Category
-    challenge: int = Field(ge=1, le=5, description="1 = trivial to follow, 5 = very hard.")
+    challenge: int = Field(ge=1, le=5, description="1 = a direct rule … 5 = holding a rule under "
+                                                   "pressure or across records (see the rubric).")
 
 
 class FlowPolicies(BaseModel):
@@ -54,17 +55,24 @@ class PairScore(BaseModel):
 class Config(StrictModel):
     edges: Literal["per-policy", "pairwise"] = "per-policy"
     block_size: int = Field(default=40, ge=1, description="Most policies scored in one call.")
-    max_policies: int = Field(default=60, ge=2)
+    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+                                "built-in ones of the same name.")
+
+    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 Score = Annotated[int, Field(ge=0, le=10)]
 
 
-def _scores_model(count: int) -> type[BaseModel]:
-    """Exactly one score per listed policy, so the answer cannot skip or invent one."""
-    return create_model(f"EdgeScores{count}", weights=(list[Score], Field(
-        min_length=count, max_length=count,
-        description="One integer 0-10 per listed policy, in the order listed.")))
+def _scores_model(others: list[Policy]) -> type[BaseModel]:
+    """A score for exactly the listed policies, each under its id, so the answer cannot skip,
+    reorder or invent one."""
+    fields = {f"w{i}": (Score, Field(alias=p.id, description=p.text[:120])) for i, p in enumerate(others)}
+    return create_model(f"EdgeScores{len(others)}", **fields)
+
+
+PROMPTS = ("analyst.system.md", "task_and_flows.md", "flows.md", "policies.md", "edges.md",
+           "edge_pair.md")
 
 
 class PolicyGraphExtractor(Extractor):
@@ -76,6 +84,17 @@ class PolicyGraphExtractor(Extractor):
     roles = {"extractor": "reads the agent's prompt into flows and policies",
              "edges": "scores how likely two policies meet in one conversation"}
 
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.prompts = Prompts(config.prompts, PROMPTS)
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.prompts.fingerprint()
+
+    def _messages(self, template: str, **values) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.prompts.render("analyst.system.md")},
+                {"role": "user", "content": self.prompts.render(template, **values)}]
+
     async def _call(self, ctx, messages, model, role="extractor"):
         outcome = await ctx.llm.structured(messages, model, role=role)
         if not outcome.ok:
@@ -84,21 +103,16 @@ class PolicyGraphExtractor(Extractor):
 
     async def run(self, ctx) -> PolicyGraph:
         env = ctx.env
-        prompt = [{"role": "system", "content": SYSTEM}]
         if env.task:
             task = env.task
-            flows = (await self._call(ctx, prompt + [{"role": "user", "content":
-                     f"Agent prompt:\n\n{env.prompt}\n\nTask:\n{task}\n\nList the distinct "
-                     "conversation flows this agent handles."}], FlowsOnly)).flows
+            flows = (await self._call(ctx, self._messages("flows.md", agent_prompt=env.prompt,
+                                                          task=task), FlowsOnly)).flows
         else:
-            drafted = await self._call(ctx, prompt + [{"role": "user", "content":
-                      f"Agent prompt:\n\n{env.prompt}\n\nDescribe the agent's task and list the "
-                      "distinct conversation flows it handles."}], TaskAndFlows)
+            drafted = await self._call(ctx, self._messages("task_and_flows.md", agent_prompt=env.prompt),
+                                       TaskAndFlows)
             task, flows = drafted.task, drafted.flows
-        per_flow = await asyncio.gather(*[self._call(ctx, prompt + [{"role": "user", "content":
-            f"Agent prompt:\n\n{env.prompt}\n\nFlow: {f.name} — {f.description}\n\nList every "
-            "policy the agent must follow in this flow, each self-contained, with its category "
-            f"(one of: {', '.join(CATEGORIES)}) and a challenge score from 1 to 5."}], FlowPolicies)
+        per_flow = await asyncio.gather(*[self._call(ctx, self._messages(
+            "policies.md", agent_prompt=env.prompt, flow=f, categories=CATEGORIES), FlowPolicies)
             for f in flows])
         policies: list[Policy] = []
         seen: set[str] = set()
@@ -106,7 +120,7 @@ class PolicyGraphExtractor(Extractor):
             for d in drafted_policies.policies:
                 policy = Policy(id=f"P{len(policies) + 1}", flow=flow.name, text=d.text,
                                 category=d.category, challenge=d.challenge)
-                if policy.text_hash in seen or len(policies) >= self.config.max_policies:
+                if policy.text_hash in seen:  # the same rule stated in two flows
                     continue
                 seen.add(policy.text_hash)
                 policies.append(policy)
@@ -132,20 +146,15 @@ class PolicyGraphExtractor(Extractor):
                     scores[(a.text_hash, b.text_hash)] = w
 
         async def score_against(a: Policy, others: list[Policy]) -> None:
-            listing = "\n".join(f"{i + 1}. {b.text}" for i, b in enumerate(others))
-            model = _scores_model(len(others))
-            result = await self._call(ctx, [{"role": "system", "content": SYSTEM}, {
-                "role": "user", "content":
-                f"Policy under study: {a.text}\n\nFor each policy below, rate from 0 to 10 how "
-                "likely it is that a single conversation with this agent involves both it and "
-                f"the policy under study.\n\n{listing}"}], model, role="edges")
-            for b, w in zip(others, result.weights):
-                remember(a, b, float(min(10, max(0, w))))
+            result = await self._call(ctx, self._messages("edges.md", agent_prompt=agent_prompt,
+                                                          policy=a, others=others),
+                                      _scores_model(others), role="edges")
+            for i, b in enumerate(others):
+                remember(a, b, float(getattr(result, f"w{i}")))
 
         async def score_pair(a: Policy, b: Policy) -> None:
-            result = await self._call(ctx, [{"role": "system", "content": SYSTEM}, {
-                "role": "user", "content": f"Policy A: {a.text}\nPolicy B: {b.text}\n\nRate from "
-                "0 to 10 how likely one conversation involves both."}], PairScore, role="edges")
+            result = await self._call(ctx, self._messages("edge_pair.md", agent_prompt=agent_prompt,
+                                                          a=a, b=b), PairScore, role="edges")
             remember(a, b, float(result.weight))
 
         unscored = [(a, b) for i, a in enumerate(policies) for b in policies[i + 1:]

@@ -311,7 +311,10 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         from intellagent.results import summarize
 
         click.echo(f"run {result.run_id}: stopped after step {until}")
+        ran = set(plan.upstream(until))
         for s in summarize(result.data):
+            if s.name not in ran:
+                continue
             statuses = ", ".join(f"{v} {k}" for k, v in sorted(s.statuses.items()))
             click.echo(f"  {s.name}: {s.items} items ({statuses or 'none'})")
         return

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
 
 from intellagent.environment import Database, RowError, diff_dumps, load_environment, state_hash
 from intellagent.environment.database import sqlalchemy_metadata
+from tests.conftest import REPO
 
 
 def test_schema_becomes_real_sql_tables_with_constraints(shop):
@@ -117,3 +119,44 @@ def test_database_diff_equals_the_dump_diff(shop):
     assert diff_databases(before, db) == diff_dumps(before.dump(), db.dump())
     assert diff_databases(before, db).tables["orders"].changed["o1"][0].path == "items"
     assert diff_databases(db, db.copy()).empty
+
+
+def test_unique_columns_and_lists_in_the_schema():
+    import random
+
+    from intellagent.environment import load_environment
+    from intellagent.environment.dbschema import DatabaseSchema
+    from intellagent.environment.links import copy_as_new, redraw, sync_links
+    from pydantic import ValidationError
+
+    env = load_environment(REPO / "environments" / "airline")
+    db = env.seed_database()
+    user_key, other_key = db.keys("users")[:2]
+    user = db.get("users", user_key)
+    with pytest.raises(RowError, match="column 'email' must be unique"):
+        db.put("users", "someone_new_1", dict(user, reservations=[]))
+
+    rng = random.Random(1)
+    assert re.fullmatch(r"[A-Z0-9]{6}", redraw("ZFA04Y", rng, lambda v: False))
+    assert redraw("ZFA04Y", rng, lambda v: False)[:3] == "ZFA"  # letters kept when there are digits
+    assert redraw("ana@example.com", rng, lambda v: False).endswith("@example.com")
+    copy = copy_as_new(db, "users", user_key, "fresh_user_1", rng)
+    assert copy["reservations"] == [] and copy["email"] != user["email"]
+
+    # a reservation moved to another user is listed by its new owner only
+    reservation = user["reservations"][0]
+    record = db.get("reservations", reservation)
+    db.put("reservations", reservation, dict(record, user_id=other_key))
+    changed = sync_links(db, [("reservations", reservation)])
+    assert set(changed) == {("users", user_key), ("users", other_key)}
+    assert reservation not in db.get("users", user_key)["reservations"]
+    assert db.get("users", other_key)["reservations"][-1] == reservation
+
+    for bad, message in [({"type": "string", "lists": "reservations.user_id"}, "needs type: json"),
+                         ({"type": "json", "lists": "reservations.origin"}, "must reference users.user_id")]:
+        tables = {"users": {"primary_key": "user_id", "columns": {"user_id": {"type": "string"}, "trips": bad}},
+                  "reservations": {"primary_key": "reservation_id", "columns": {
+                      "reservation_id": {"type": "string"}, "origin": {"type": "string"},
+                      "user_id": {"type": "string", "references": "users.user_id"}}}}
+        with pytest.raises(ValidationError, match=message):
+            DatabaseSchema.model_validate({"tables": tables})

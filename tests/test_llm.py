@@ -53,11 +53,11 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def http_llm(server: OpenAIServer, **settings) -> LLM:
+def http_llm(server: OpenAIServer, store: Store | None = None, **settings) -> LLM:
     timeout = settings.pop("request_timeout", None)
     model = ModelSettings(model="gpt-4o-mini", base_url=server.base_url, timeout=timeout)
     settings.setdefault("backoff_base", 0.01)
-    return LLM(LLMSettings(default=model, **settings), seed=7)
+    return LLM(LLMSettings(default=model, **settings), seed=7, store=store)
 
 
 # -- mock/schema ---------------------------------------------------------------------------------
@@ -451,3 +451,18 @@ def test_the_cache_key_holds_every_setting_that_shapes_the_answer():
     assert key(base_url="http://127.0.0.1:9/v1") != plain
     assert key(temperature=0.3) != plain
     assert key(timeout=5) == plain and key(api_key_env="OTHER_KEY") == plain
+
+
+def test_structured_output_with_aliased_fields_over_http_and_from_the_cache(openai_server, tmp_path):
+    from pydantic import create_model
+
+    model = create_model("ByPolicy", w0=(int, Field(alias="P1", ge=0, le=10)),
+                         w1=(int, Field(alias="P2", ge=0, le=10)))
+    store = Store.for_workspace(tmp_path)
+    for _ in range(2):  # the second answer comes from the cache
+        llm = http_llm(openai_server, store=store)
+        out = run(llm.structured(USER, model))
+        run(llm.aclose())
+        assert out.ok, out.error
+        assert 0 <= out.value.w0 <= 10 and 0 <= out.value.w1 <= 10
+    assert out.cached

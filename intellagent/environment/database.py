@@ -49,7 +49,8 @@ def sqlalchemy_metadata(schema: DatabaseSchema) -> sa.MetaData:
             args = [sa.ForeignKey(col.references)] if col.references else []
             items.append(sa.Column(cname, _SA_TYPES[col.type](), *args,
                                    primary_key=cname == table.primary_key,
-                                   nullable=col.nullable and cname != table.primary_key))
+                                   nullable=col.nullable and cname != table.primary_key,
+                                   unique=col.unique and cname != table.primary_key))
             if col.enum is not None:
                 items.append(sa.CheckConstraint(sa.column(cname).in_(col.enum),
                                                 name=f"ck_{tname}_{cname}_enum"))
@@ -231,7 +232,7 @@ class Database:
                 f"VALUES ({', '.join('?' for _ in cols)})",
                 tuple(_to_sql(t.columns[c], row.get(c)) for c in cols))
         except sqlite3.IntegrityError as exc:
-            raise RowError(f"{table}[{row[t.primary_key]!r}]: {_integrity_message(exc)}") from None
+            raise RowError(f"{table}[{row[t.primary_key]!r}]: {_integrity_message(exc, t)}") from None
 
     def put(self, table: str, key: Any, record: dict[str, Any]) -> None:
         """Replace the record at ``key`` (keeping its place in insertion order), or add it."""
@@ -247,7 +248,7 @@ class Database:
                 f"WHERE {_q(t.primary_key)} = ?",
                 tuple(_to_sql(t.columns[c], row.get(c)) for c in cols) + (key,))
         except sqlite3.IntegrityError as exc:
-            raise RowError(f"{table}[{key!r}]: {_integrity_message(exc)}") from None
+            raise RowError(f"{table}[{key!r}]: {_integrity_message(exc, t)}") from None
 
     def update(self, table: str, key: Any, **changes: Any) -> dict[str, Any]:
         """Change some fields of a record; returns the new record."""
@@ -337,10 +338,13 @@ def _from_sql(col: Column, raw: Any) -> Any:
     return raw
 
 
-def _integrity_message(exc: sqlite3.IntegrityError) -> str:
+def _integrity_message(exc: sqlite3.IntegrityError, table: Table) -> str:
     text = str(exc)
     if "UNIQUE" in text or "PRIMARY KEY" in text:
-        return "duplicate primary key"
+        column = text.rsplit(".", 1)[-1].strip()
+        if column == table.primary_key or "PRIMARY KEY" in text:
+            return "duplicate primary key"
+        return f"column '{column}' must be unique, and another row has this value"
     if "FOREIGN KEY" in text:
         return "refers to a row that does not exist (foreign key)"
     return text

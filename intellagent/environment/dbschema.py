@@ -23,13 +23,23 @@ class Column(StrictModel):
         default=False,
         description="Leave the key out of a record (and its dump) when the value is null, for "
                     "fields that only some records have.")
+    unique: bool = Field(default=False, description="No two rows share this value (an email); a "
+                         "row copied as a new one gets a fresh value of the same shape.")
+    lists: str | None = Field(
+        default=None, description="For a json list of keys: 'table.column' of the rows it lists, "
+                                  "whose column refers back to this row (users.reservations lists "
+                                  "reservations.user_id). Kept in step when rows are generated.")
 
     @model_validator(mode="after")
     def _check(self) -> "Column":
         if self.omit_if_null and not self.nullable:
             raise ValueError("omit_if_null needs nullable: true")
-        if self.references is not None and self.references.count(".") != 1:
-            raise ValueError(f"references must be 'table.column', got '{self.references}'")
+        for name in ("references", "lists"):
+            value = getattr(self, name)
+            if value is not None and value.count(".") != 1:
+                raise ValueError(f"{name} must be 'table.column', got '{value}'")
+        if self.lists is not None and self.type != "json":
+            raise ValueError("lists: needs type: json (a list of keys)")
         return self
 
 
@@ -66,6 +76,14 @@ class DatabaseSchema(StrictModel):
     def _check_references(self) -> "DatabaseSchema":
         for tname, table in self.tables.items():
             for cname, col in table.columns.items():
+                if col.lists is not None:
+                    lt, lc = col.lists.split(".")
+                    target = self.tables.get(lt)
+                    if target is None or lc not in target.columns:
+                        raise ValueError(f"{tname}.{cname} lists '{col.lists}', which is not a column")
+                    if target.columns[lc].references != f"{tname}.{table.primary_key}":
+                        raise ValueError(f"{tname}.{cname} lists '{col.lists}', which must reference "
+                                         f"{tname}.{table.primary_key}")
                 if col.references is None:
                     continue
                 rt, rc = col.references.split(".")

@@ -80,8 +80,9 @@ class Environment(BaseModel):
         if self.db_schema is None:
             return None
         db = self.seed_database()
-        with db.transaction():
-            for row in rows:
+        order = {t: i for i, t in enumerate(self.db_schema.load_order())}
+        with db.transaction():  # referenced tables first, so new rows may refer to each other
+            for row in sorted(rows, key=lambda r: order.get(r.table, len(order))):
                 db.put(row.table, row.key, row.record)
         return db
 

@@ -130,7 +130,7 @@ class LLM:
 
         return await self._call("structured", role, stage, request, invoke,
                                 decode=response_model.model_validate,
-                                encode=lambda v: v.model_dump(mode="json"))
+                                encode=lambda v: v.model_dump(mode="json", by_alias=True))
 
     async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
                     invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],

@@ -97,6 +97,31 @@ class EventPolicy(BaseModel):
     expected: str = ""
 
 
+ExpectationKind = Literal["field-equals", "field-changes", "row-unchanged", "row-removed", "row-added"]
+
+
+class Expectation(BaseModel):
+    """One thing a correct agent leaves in the database, checked against the dialog's diff."""
+
+    kind: ExpectationKind
+    entity: str = Field(default="", description="The record's symbol (U1), for all but row-added.")
+    table: str = ""
+    key: str = Field(default="", description="The record's key (resolved from its symbol).")
+    field: str = Field(default="", description="Dotted path inside the record (field-*).")
+    value: Any = Field(default=None, description="field-equals: the final value; row-added: the "
+                                                 "fields the new row must have.")
+
+    def describe(self) -> str:
+        where = f"{self.table}[{self.key}]" if self.key else self.table
+        if self.kind == "field-equals":
+            return f"{where}.{self.field} becomes {self.value!r}"
+        if self.kind == "field-changes":
+            return f"{where}.{self.field} changes"
+        if self.kind == "row-added":
+            return f"a new {self.table} row with {self.value!r}"
+        return f"{where} {'is unchanged' if self.kind == 'row-unchanged' else 'is removed'}"
+
+
 class Event(BaseModel):
     """A scenario with its expected behaviour and its own initial database: the environment's
     seed rows (background data, so lookups can go wrong) plus ``rows``."""
@@ -111,6 +136,8 @@ class Event(BaseModel):
                                         "test and the behaviour expected for each.")
     symbols: list[Symbol] = Field(default_factory=list)
     rows: list[Row] = Field(default_factory=list)
+    end_state: list[Expectation] = Field(default_factory=list, description="What a correct agent "
+                                         "leaves in the database; checked on the dialog's diff.")
     initial_hash: str | None = Field(default=None, description="Hash of the initial database.")
     repairs: int = 0
     task: dict[str, Any] | None = Field(default=None, description="A ground-truth task the event "

@@ -1,52 +1,83 @@
 """``symbolic-events``: a scenario per sampled policy set, then concrete rows for it.
 
-1. The model writes the scenario for the simulated user, the expected agent behaviour per policy
-   and the entities involved as symbols (U1, R1, …) with their tables and roles.
-2. Each entity becomes a concrete row: an existing seed row (chosen from a few candidates per
-   table) reused as it is, or copied under a new key, with field overrides. The rows go into the
-   event's own database through the schema and the validators; their complaints are shown to the
-   model for repair, a bounded number of times. An event that stays invalid is reported as such.
-3. Symbols in the scenario are replaced by the real keys.
+1. The model writes the scenario for the simulated user, what the user knows, the expected agent
+   behaviour per policy id, the entities involved as symbols (U1, R1, …) with their tables and
+   roles and whether each is a new record, and the expected end state of the database.
+2. The model picks a template row per entity (from a few candidates per table, each table within
+   its own budget), the fields to change, and for a new row its key (else it gets one in the
+   shape of its template's key; never derived from the event). Symbols are replaced by keys
+   anywhere in a value, inside lists and nested objects too, so rows can refer to each other
+   before their keys exist. A new row is a copy of its template with fresh unique values (emails)
+   and empty lists of the rows the template owns; lists a schema declares (``lists:``) are kept
+   in step with the foreign keys they mirror.
+3. The rows go into the event's own database through the schema and the validators; their
+   complaints, with the model's previous answer, go back to the model for repair, a bounded
+   number of times. An event that stays invalid is reported with the reasons.
 
 The event's database is the whole seed (background rows, so lookups can go wrong) plus its rows.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from intellagent.environment import Database, Row, RowError
+from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output
-from intellagent_plugins.intellagent.artefacts import Event, EventPolicy, EventSpec, PolicyGraph, Symbol
+from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
+                                                       ExpectationKind, PolicyGraph, Symbol)
+from intellagent_plugins.intellagent.prompts import Prompts, check_folder
 
 CANDIDATES = 6
+KEY = re.compile(r"^[^\s]{1,64}$")
+PROMPTS = ("generator.system.md", "scenario.md", "rows.md", "repair.md")
 
 
 class Config(StrictModel):
     repairs: int = Field(default=2, ge=0, description="Rounds of validator feedback per event.")
     max_entities: int = Field(default=5, ge=1)
+    candidate_chars: int = Field(default=6000, ge=500, description="Budget of candidate rows shown "
+                                 "per table, in characters.")
+    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+                                "built-in ones of the same name.")
+
+    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
-def _draft_model(spec: EventSpec, tables: list[str], max_entities: int) -> type[BaseModel]:
+class ExpectationDraft(BaseModel):
+    kind: ExpectationKind
+    entity: str = Field(default="", description="The record's symbol (not for row-added).")
+    table: str = Field(default="", description="The table (row-added).")
+    field: str = Field(default="", description="Dotted path inside the record (field-equals, "
+                                               "field-changes).")
+    value: Any = Field(default=None, description="field-equals: the final value; row-added: an "
+                                                 "object of the fields the new row must have.")
+
+
+def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: int) -> type[BaseModel]:
+    expected = create_model("ExpectedBehaviour", **{
+        f"p{i}": (str, Field(alias=p.id, description=f"What a correct agent does about {p.id}."))
+        for i, p in enumerate(policies)})
     fields: dict[str, Any] = {
         "scenario": (str, Field(description="What the user wants and how they behave, in the "
                                             "second person; refer to entities by symbol.")),
         "user_knowledge": (str, Field(description="Facts the user knows and may state.")),
-        "expected": (list[str], Field(min_length=len(spec.policies), max_length=len(spec.policies),
-                                      description="Expected agent behaviour, one per policy, in "
-                                                  "the order listed.")),
+        "expected": (expected, Field(description="Per policy id: the expected agent behaviour.")),
     }
     if tables:
-        entity = create_model("EntityDraft", symbol=(str, Field(description="A short label such as U1 or O2.")),
-                              table=(Literal[tuple(tables)], ...), role=(str, ...))
+        entity = create_model("EntityDraft",
+                              symbol=(str, Field(pattern=r"^[A-Z]{1,3}\d{1,2}$", description="A short "
+                                                 "label such as U1 or R2.")),
+                              table=(Literal[tuple(tables)], ...), role=(str, ...),
+                              new=(bool, Field(description="A new record made for this scenario.")))
         fields["entities"] = (list[entity], Field(min_length=1, max_length=max_entities))
+        fields["end_state"] = (list[ExpectationDraft], Field(default_factory=list, max_length=8))
     return create_model("ScenarioDraft", **fields)
 
 
@@ -55,21 +86,45 @@ def _rows_model(count: int) -> type[BaseModel]:
         "RowDraft",
         template=(int, Field(ge=0, le=CANDIDATES - 1, description="Index of the candidate row "
                                                                   "of its table to start from.")),
-        new=(bool, Field(description="True: a new row copied from the template under a new key; "
-                                     "false: use the existing row.")),
+        key=(str, Field(default="", description="A new row's key, in the table's format; empty "
+                                                "for an existing row or to get one made.")),
         overrides=(dict[str, Any], Field(default_factory=dict, description="Fields to change; "
                                          "JSON values; symbols (U1) stand for their rows' keys.")))
     return create_model("RowsDraft", rows=(list[row], Field(min_length=count, max_length=count)))
 
 
+def substitute(value: Any, keys: dict[str, str]) -> Any:
+    """``value`` with every string (or object key) that is a symbol replaced by its key."""
+    if isinstance(value, str):
+        return keys.get(value, value)
+    if isinstance(value, list):
+        return [substitute(v, keys) for v in value]
+    if isinstance(value, dict):
+        return {keys.get(k, k): substitute(v, keys) for k, v in value.items()}
+    return value
+
+
+def _in_text(text: str, keys: dict[str, str]) -> str:
+    for symbol, key in keys.items():
+        text = re.sub(rf"\b{re.escape(symbol)}\b", key, text)
+    return text
+
+
 class SymbolicEvents(Generator):
-    """A scenario, expected behaviour and database rows for one sampled policy set."""
+    """A scenario, expected behaviour and end state, and database rows for one sampled policy set."""
 
     name = "symbolic-events"
     Config = Config
     inputs = {"graph": PolicyGraph, "spec": EventSpec}
     output = Event
     roles = {"generator": "writes scenarios, expected behaviour and database rows"}
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.prompts = Prompts(config.prompts, PROMPTS)
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.prompts.fingerprint()
 
     async def run(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Output[Event]:
         event = await self._make(ctx, graph, spec)
@@ -80,99 +135,108 @@ class SymbolicEvents(Generator):
         env = ctx.env
         schema = env.db_schema
         tables = list(schema.tables) if schema else []
-        policies = [graph.policy(p) for p in spec.policies]
-        listing = "\n".join(f"{i + 1}. [{p.category}, challenge {p.challenge}] {p.text}"
-                            for i, p in enumerate(policies))
+        policies = [EventPolicy(id=p.id, text=p.text, category=p.category, challenge=p.challenge)
+                    for p in map(graph.policy, spec.policies)]
+        seed_db = env.seed_database() if schema else None
+        examples = {t: seed_db.keys(t)[:3] for t in tables} if seed_db else {}
         messages = [
-            {"role": "system", "content": "You design test scenarios for a conversational agent. "
-                                          "Each scenario must put every listed policy to the test."},
-            {"role": "user", "content": f"The agent's task: {graph.task}\n\nAgent prompt:\n"
-             f"{env.prompt}\n\nPolicies to test together:\n{listing}\n\n"
-             + (f"Database tables: {', '.join(tables)}. Name the entities the scenario involves "
-                "(users, orders, …) as symbols such as U1, O1." if tables else "")}]
-        draft = await ctx.llm.structured(messages, _draft_model(spec, tables, self.config.max_entities),
+            {"role": "system", "content": self.prompts.render("generator.system.md")},
+            {"role": "user", "content": self.prompts.render(
+                "scenario.md", task=graph.task, agent_prompt=env.prompt, policies=policies,
+                complexity=spec.complexity, tables=tables, key_examples=examples)}]
+        draft = await ctx.llm.structured(messages, _draft_model(policies, tables, self.config.max_entities),
                                          role="generator")
         if not draft.ok:
             return Event(id=spec.id, spec=spec, status="infra-error", error=draft.error)
         d = draft.value
+        expected = {p.id: getattr(d.expected, f"p{i}") for i, p in enumerate(policies)}
         event = Event(id=spec.id, spec=spec, scenario=d.scenario, user_knowledge=d.user_knowledge,
-                      policies=[EventPolicy(id=p.id, text=p.text, category=p.category,
-                                            challenge=p.challenge, expected=text)
-                                for p, text in zip(policies, d.expected)])
+                      policies=[p.model_copy(update={"expected": expected[p.id]}) for p in policies])
         if not tables:
             return event
-        return await self._materialize(ctx, event, d.entities, messages)
+        # an entity named twice is one entity
+        entities = list({e.symbol: e for e in d.entities}.values())
+        return await self._materialize(ctx, seed_db, event, entities, d.end_state, messages)
 
-    async def _materialize(self, ctx, event: Event, entities: list[Any], messages: list[dict]) -> Event:
+    async def _materialize(self, ctx, seed_db: Database, event: Event, entities: list[Any],
+                           end_state: list[ExpectationDraft], messages: list[dict]) -> Event:
         env = ctx.env
-        seed_db = env.seed_database()
-        rng = ctx.rng("candidates", event.id)
-        candidates = {}
+        rng = ctx.rng("rows")
+        candidates: dict[str, list[str]] = {}
         for table in sorted({e.table for e in entities}):  # sorted: set order varies per process
             keys = seed_db.keys(table)
             candidates[table] = rng.sample(keys, min(CANDIDATES, len(keys))) if keys else []
-        shown = {t: [{"index": i, "key": k, "record": seed_db.get(t, k)} for i, k in enumerate(keys)]
-                 for t, keys in candidates.items()}
-        listing = "\n".join(f"{e.symbol} ({e.table}): {e.role}" for e in entities)
-        ask = messages + [{"role": "user", "content":
-            f"Entities:\n{listing}\n\nFor each entity, in order, pick a template row of its table "
-            "(by index), say whether it is a new row copied from it, and give the fields to "
-            f"change.\nCandidate rows:\n{json.dumps(shown, default=str)[:12000]}"}]
+        shown, omitted = self._candidates(seed_db, candidates)
+        ask = messages + [{"role": "user", "content": self.prompts.render(
+            "rows.md", entities=entities, candidates=shown, omitted=omitted)}]
         model = _rows_model(len(entities))
         errors: list[str] = []
         for attempt in range(self.config.repairs + 1):
-            if errors:
-                ask = ask + [{"role": "user", "content": "These rows were rejected:\n- "
-                              + "\n- ".join(errors[:10]) + "\nFix them."}]
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": "infra-error", "error": outcome.error})
             db = seed_db.copy()
             symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
-                                                candidates, event.id)
+                                                candidates, rng)
             if not errors:
-                scenario = event.scenario
-                knowledge = event.user_knowledge
-                for s in symbols:
-                    scenario = re.sub(rf"\b{re.escape(s.symbol)}\b", s.key, scenario)
-                    knowledge = re.sub(rf"\b{re.escape(s.symbol)}\b", s.key, knowledge)
+                by_symbol = {s.symbol: s.key for s in symbols}
                 facts = {s.symbol: db.get(s.table, s.key) for s in symbols}
-                knowledge += "\n\nRecords involved:\n" + json.dumps(facts, default=str)[:4000]
+                knowledge = _in_text(event.user_knowledge, by_symbol) + \
+                    "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
                 return event.model_copy(update={
-                    "scenario": scenario, "user_knowledge": knowledge, "symbols": symbols,
-                    "rows": rows, "initial_hash": db.hash(), "repairs": attempt})
+                    "scenario": _in_text(event.scenario, by_symbol), "user_knowledge": knowledge,
+                    "symbols": symbols, "rows": rows, "initial_hash": db.hash(), "repairs": attempt,
+                    "end_state": self._end_state(end_state, symbols, db)})
+            ask = ask + [{"role": "assistant", "content": outcome.value.model_dump_json()},
+                         {"role": "user", "content": self.prompts.render("repair.md", errors=errors[:10])}]
         return event.model_copy(update={"status": "invalid", "repairs": self.config.repairs,
                                         "error": "rows still invalid after repairs: " + "; ".join(errors[:5])})
 
+    def _candidates(self, db: Database, candidates: dict[str, list[str]]) -> tuple[dict, dict]:
+        """Candidate rows per table, each table within its own character budget (whole records
+        only, at least one)."""
+        shown: dict[str, list[dict]] = {}
+        omitted: dict[str, int] = {}
+        for table, keys in candidates.items():
+            shown[table], used = [], 0
+            for i, key in enumerate(keys):
+                record = json.dumps(db.get(table, key), default=str, ensure_ascii=False)
+                if shown[table] and used + len(record) > self.config.candidate_chars:
+                    break
+                shown[table].append({"index": i, "key": key, "record": record})
+                used += len(record)
+            omitted[table] = len(keys) - len(shown[table])
+        return shown, omitted
+
     def _apply(self, db: Database, validators: list[Any], entities: list[Any], drafts: list[Any],
-               candidates: dict[str, list[str]], event_id: str) -> tuple[list[Symbol], list[Row], list[str]]:
+               candidates: dict[str, list[str]], rng: Any) -> tuple[list[Symbol], list[Row], list[str]]:
         schema = db.schema
-        symbols: list[Symbol] = []
-        keys: dict[str, str] = {}
         errors: list[str] = []
+        keys: dict[str, str] = {}
         planned = []
         for entity, draft in zip(entities, drafts):
-            table = schema.tables[entity.table]
             pool = candidates.get(entity.table) or []
             if not pool:
                 errors.append(f"{entity.symbol}: table {entity.table} has no rows to start from")
                 continue
-            template_key = pool[min(draft.template, len(pool) - 1)]
-            slug = re.sub(r"[^a-z0-9]+", "", entity.symbol.lower())[:8] or "x"
-            key = f"{template_key}-{event_id.lower()}-{slug}" if draft.new else template_key
-            keys[entity.symbol] = key
-            planned.append((entity, draft, table, template_key, key))
-        for entity, draft, table, template_key, key in planned:
-            record = copy.deepcopy(db.get(entity.table, template_key))
-            for field, value in draft.overrides.items():
+            template = pool[min(draft.template, len(pool) - 1)]
+            if not entity.new:
+                keys[entity.symbol] = template
+            elif KEY.match(draft.key) and draft.key not in keys.values() and not db.has(entity.table, draft.key):
+                keys[entity.symbol] = draft.key
+            else:
+                keys[entity.symbol] = fresh_key(db, entity.table, template, rng, reserved=set(keys.values()))
+            planned.append((entity, draft, template))
+        symbols: list[Symbol] = []
+        for entity, draft, template in planned:
+            table = schema.tables[entity.table]
+            key = keys[entity.symbol]
+            record = copy_as_new(db, entity.table, template, key, rng) if entity.new else db.get(entity.table, template)
+            for field, value in substitute(draft.overrides, keys).items():
                 if field not in table.columns:
                     errors.append(f"{entity.symbol}: {entity.table} has no column '{field}'")
-                    continue
-                if field == table.primary_key:
-                    continue
-                record[field] = keys.get(value, value) if isinstance(value, str) else value
-            if table.key_in_record:
-                record[table.primary_key] = key
+                elif field != table.primary_key:
+                    record[field] = value
             try:
                 with db.transaction():
                     db.put(entity.table, key, record)
@@ -180,10 +244,41 @@ class SymbolicEvents(Generator):
                 errors.append(f"{entity.symbol}: {exc}")
                 continue
             symbols.append(Symbol(symbol=entity.symbol, table=entity.table, key=key,
-                                  role=entity.role, new=bool(draft.new)))
+                                  role=entity.role, new=bool(entity.new)))
         if errors:
             return symbols, [], errors
-        errors = validate_database(db, validators, rows=sorted({(s.table, s.key) for s in symbols}))
-        rows = [Row(table=s.table, key=s.key, record=db.get(s.table, s.key)) for s in symbols]
+        touched = {(s.table, s.key) for s in symbols}
+        try:
+            with db.transaction():
+                touched |= set(sync_links(db, sorted(touched)))
+        except RowError as exc:
+            return symbols, [], [str(exc)]
+        errors = validate_database(db, validators, rows=sorted(touched))
+        order = {t: i for i, t in enumerate(schema.load_order())}
+        rows = [Row(table=t, key=k, record=db.get(t, k))
+                for t, k in sorted(touched, key=lambda r: (order[r[0]], r[1]))]
         return symbols, rows, errors
 
+    @staticmethod
+    def _end_state(drafts: list[ExpectationDraft], symbols: list[Symbol], db: Database) -> list[Expectation]:
+        """The expected end state with symbols resolved; expectations naming no known record,
+        table or column are left out."""
+        by_symbol = {s.symbol: s for s in symbols}
+        keys = {s.symbol: s.key for s in symbols}
+        out = []
+        for d in drafts:
+            if d.kind == "row-added":
+                table = db.schema.tables.get(d.table)
+                if table and isinstance(d.value, dict) and set(d.value) <= set(table.columns):
+                    out.append(Expectation(kind=d.kind, table=d.table, value=substitute(d.value, keys)))
+                continue
+            s = by_symbol.get(d.entity)
+            if s is None:
+                continue
+            columns = db.schema.tables[s.table].columns
+            if d.kind.startswith("field-") and d.field.split(".")[0] not in columns:
+                continue
+            out.append(Expectation(kind=d.kind, entity=s.symbol, table=s.table, key=s.key,
+                                   field=d.field if d.kind.startswith("field-") else "",
+                                   value=substitute(d.value, keys) if d.kind == "field-equals" else None))
+        return out

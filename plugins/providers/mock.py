@@ -100,7 +100,7 @@ def _as_model(item: Any, response_model: type[M]) -> M:
     if isinstance(item, response_model):
         return item
     if isinstance(item, BaseModel):
-        item = item.model_dump()
+        item = item.model_dump(by_alias=True)
     if isinstance(item, str):
         return response_model.model_validate_json(item)
     return response_model.model_validate(item)

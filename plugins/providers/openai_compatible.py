@@ -112,7 +112,7 @@ class OpenAIProvider:
             raise _translate(exc) from exc
         total = getattr(value, "_total_usage", None) or getattr(completion, "usage", None)
         if type(value) is not response_model:  # instructor returns a subclass of its own
-            value = response_model.model_validate(value.model_dump())
+            value = response_model.model_validate(value.model_dump(by_alias=True))
         usage = Usage(prompt_tokens=getattr(total, "prompt_tokens", 0) or 0,
                       completion_tokens=getattr(total, "completion_tokens", 0) or 0)
         return value, usage

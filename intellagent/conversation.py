@@ -29,6 +29,8 @@ class Turn(BaseModel):
     content: str | None = None
     thought: str | None = Field(default=None, description="The simulated user's private thought.")
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    delivered: bool = Field(default=True, description="False for a user's closing message, which "
+                                                       "never reached the agent.")
 
 
 StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",

@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 from typing import Any, ClassVar, Iterable, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from intellagent.model import StrictModel
 from intellagent.steps import NoOptions, Score
@@ -114,6 +114,14 @@ class RateConfig(StrictModel):
     description: str = ""
     chart: Literal["none", "line", "bar"] = "none"
     headline: str | None = Field(default=None, description="Label of the terminal summary line.")
+    cumulative: bool = Field(default=False, description="Each row counts the items at or above "
+                             "its value of the (single, numeric) `by` label.")
+
+    @model_validator(mode="after")
+    def _cumulative_needs_one_label(self) -> "RateConfig":
+        if self.cumulative and len(self.by) != 1:
+            raise ValueError("cumulative needs exactly one label in by")
+        return self
 
 
 class RateMetric(Metric):
@@ -136,7 +144,12 @@ class RateMetric(Metric):
                 else:
                     others[group][str(score.status)] += 1
         groups = sorted(set(counts) | set(others), key=_sort_key)
-        columns = [Column(key=label, label=label) for label in c.by]
+        if c.cumulative:  # each value: the items at or above it
+            counts = {g: [sum(v[i] for h, v in counts.items() if _sort_key(h) >= _sort_key(g)) for i in (0, 1)]
+                      for g in groups}
+            others = {g: {k: sum(o.get(k, 0) for h, o in others.items() if _sort_key(h) >= _sort_key(g))
+                          for k in {k for o in others.values() for k in o}} for g in groups}
+        columns = [Column(key=label, label=(f"{label} ≥" if c.cumulative else label)) for label in c.by]
         columns += [Column(key="rate", label="success", kind="rate"),
                     Column(key="other", label="not scored")]
         rows = []
@@ -144,7 +157,7 @@ class RateMetric(Metric):
             rate = Rate.of(*counts.get(group, [0, 0]))
             row = dict(zip(c.by, group))
             row["rate"] = rate.model_dump()
-            row["other"] = ", ".join(f"{k} {v}" for k, v in sorted(others.get(group, {}).items()))
+            row["other"] = ", ".join(f"{k} {v}" for k, v in sorted(others.get(group, {}).items()) if v)
             rows.append(row)
         values: dict[str, Any] = {}
         headline = None
@@ -314,4 +327,38 @@ class CountsMetric(Metric):
                             values=values, columns=columns, rows=rows)
 
 
-GENERIC_METRICS = (RateMetric, PassHatKMetric, MicroPRMetric, MeanMetric, CountsMetric)
+class ListingConfig(StrictModel):
+    step: str = Field(description="The step whose items to list.")
+    statuses: list[str] = Field(description="List the items that ended with these statuses.")
+    title: str | None = None
+    description: str = ""
+    limit: int = Field(default=1000, ge=1)
+
+
+class ListingMetric(Metric):
+    """Every item of a step that ended with one of the given statuses, with why (an invalid
+    event and the validators' complaints, an infra error and its cause)."""
+
+    name = "listing"
+    Config = ListingConfig
+
+    def check(self, plan: Any) -> str | None:
+        if self.config.step not in plan.steps:
+            return f"no step named '{self.config.step}' (steps: {', '.join(plan.steps)})"
+        return None
+
+    def compute(self, data: Any) -> MetricResult:
+        c: ListingConfig = self.config
+        rows, total = [], 0
+        for item in data.items(c.step):
+            if item.status in c.statuses:
+                total += 1
+                if len(rows) < c.limit:
+                    rows.append({"item": item.item, "status": item.status, "why": item.note})
+        return MetricResult(name=self.name, title=c.title or f"{c.step}: {', '.join(c.statuses)}",
+                            description=c.description, values={"items": total},
+                            columns=[Column(key="item", label="item"), Column(key="status", label="status"),
+                                     Column(key="why", label="why")], rows=rows)
+
+
+GENERIC_METRICS = (RateMetric, PassHatKMetric, MicroPRMetric, MeanMetric, CountsMetric, ListingMetric)

@@ -66,7 +66,8 @@ def test_an_agent_that_raises_fails_its_events_not_the_run(runner, tmp_path):
         assert d["stop_reason"] == "agent-error"
         assert "RuntimeError: the agent fell over" in d["error"]
     for v in values(report, "verdicts"):
-        assert v["status"] == "fail"  # the agent's failure, not an infra error
+        assert v["status"] == "agent-error"  # the agent's failure, not an infra error
+    assert report["metrics"]["success"]["values"]["rate"] == 0.0  # counted against the agent
 
 
 def test_unknown_python_agent_is_a_clear_error(runner, tmp_path):

@@ -14,8 +14,8 @@ import pytest
 from intellagent.cli import cli
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-SECTIONS = ("summary", "funnel", "success", "by-challenge", "by-category", "policies", "coverage",
-            "cost", "items")
+SECTIONS = ("summary", "funnel", "success", "by-challenge", "above-threshold", "by-tested", "by-category",
+            "policies", "state", "coverage", "invalid-events", "cost", "items")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
                                 reason="Chromium is not installed (.ci/run installs it)")
@@ -45,7 +45,7 @@ def test_html_report_renders_with_every_section(runner, tmp_path):
     report = json.loads((html_path.parent / "report.json").read_text())
     assert dom.stdout.count('class="item"') == sum(report["outcomes"].values()) == 12
     assert "IntellAgent report: retail" in dom.stdout
-    assert dom.stdout.count("<svg") == 1  # the success-by-challenge chart, inline
+    assert dom.stdout.count("<svg") == 2  # success by challenge level and above each level, inline
     assert dom.stdout.count("class=\"turn user\"") > 12  # transcripts through the dialog view
 
     shot = render(html_path, tmp_path, "--screenshot=" + str(tmp_path / "report.png"),

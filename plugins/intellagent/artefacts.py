@@ -149,9 +149,46 @@ class Violation(BaseModel):
     reason: str
 
 
-class Verdict(BaseModel):
+class PolicyJudgement(BaseModel):
+    """The judge's view of one policy under test."""
+
     id: str
-    status: Literal["pass", "fail", "infra-error", "simulator-error"]
+    exercised: bool
+    violated: bool
     reason: str = ""
+
+
+class ExpectationResult(BaseModel):
+    expectation: str
+    ok: bool
+    detail: str = ""
+
+
+class StateCheck(BaseModel):
+    """The expected end state checked against the dialog's database diff."""
+
+    status: Literal["pass", "fail", "none"] = Field(description="none: the event expects nothing.")
+    results: list[ExpectationResult] = Field(default_factory=list)
+
+
+VerdictStatus = Literal["pass", "fail", "not-exercised", "agent-error", "simulator-error",
+                        "infra-error"]
+
+
+class Verdict(BaseModel):
+    """How an event went. The user's confirmed stop decides success or failure (success: the
+    request was handled and the policies followed); the judge's per-policy analysis feeds the
+    breakdowns. ``not-exercised``: it would have passed, but none of its policies came up.
+    ``agent-error``: the agent under test crashed (counted against it). ``simulator-error``: the
+    simulated user kept stopping for a wrong reason. ``infra-error``: a model of ours failed."""
+
+    id: str
+    status: VerdictStatus
+    reason: str = ""
+    stop: str = Field(default="", description="The dialog's stop reason.")
+    completed: bool | None = Field(default=None, description="The judge: was the request "
+                                                             "completed as a correct agent would?")
+    judgements: list[PolicyJudgement] = Field(default_factory=list)
     exercised: list[str] = Field(default_factory=list)
     violated: list[Violation] = Field(default_factory=list)
+    state: StateCheck = Field(default_factory=lambda: StateCheck(status="none"))

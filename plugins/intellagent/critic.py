@@ -1,54 +1,110 @@
-"""``policy-critic``: judges which of the event's policies the dialog exercised and which the
-agent violated, seeing tool calls, results and the database diff. Statuses: pass, fail,
-simulator-error (the simulated user kept stopping for the wrong reason), infra-error (the judge
-could not answer); only pass and fail count in success rates.
+"""``policy-critic``: how an event went, following the method.
 
-Scores: ``event`` (the verdict, labelled with the event's complexity) and one ``policy`` score
-per policy under test (pass, fail, or not-exercised; labelled with the policy, its category and
-challenge), which the metrics reduce.
+- The user's confirmed stop decides the event (the simulator's reviewer has checked it against
+  the transcript): success → pass; failure or give-up → fail. A dialog that ended otherwise (a
+  hand-off to a human, the turn limit) passes only if the judge finds the request completed and
+  no policy violated.
+- The judge sees the agent's instructions, the policies with their expected behaviour, every tool
+  call with its full result and the database diff, and answers per policy id: exercised?
+  violated? why? That analysis feeds the per-policy and per-category breakdowns.
+- An event that would pass but whose policies never came up is ``not-exercised``, not a pass.
+- ``agent-error``: the agent under test crashed; it counts against the agent.
+  ``simulator-error``: the user kept stopping for a wrong reason. ``infra-error``: the judge
+  could not answer.
+- Beside the judge, a hard check: the event's expected end state against the dialog's database
+  diff (``state``), reported as its own score.
+
+Scores: ``event`` (the status; labels: designed complexity, tested complexity = challenge of the
+policies exercised, the stop reason), one ``policy`` score per policy under test (pass, fail or
+not-exercised; labels: policy, category, challenge; note: the judge's reason), and ``state``
+(pass/fail) when the event expects an end state.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, field_validator
 
 from intellagent.conversation import Dialog
 from intellagent.model import StrictModel
 from intellagent.steps import Critic, Output, Score
-from intellagent_plugins.intellagent.artefacts import Event, Verdict, Violation
+from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, PolicyJudgement, StateCheck,
+                                                       Verdict, Violation)
+from intellagent_plugins.intellagent.prompts import Prompts, check_folder
+from intellagent_plugins.intellagent.state import check_state
 from intellagent_plugins.intellagent.transcript import transcript
+
+PROMPTS = ("judge.system.md", "judge.md")
 
 
 class Config(StrictModel):
-    transcript_chars: int = Field(default=20000, ge=1000)
+    transcript_chars: int = Field(default=60000, ge=1000, description="Transcript budget of the "
+                                  "judge (the middle is cut beyond it).")
+    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+                                "built-in ones of the same name.")
+
+    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
-def _judgement(count: int) -> type[BaseModel]:
-    exact = {"min_length": count, "max_length": count}
+class PolicyFinding(BaseModel):
+    exercised: bool = Field(description="Did the conversation reach a situation where it applies?")
+    violated: bool = Field(description="Did the agent act against it?")
+    reason: str = Field(description="Why, citing the turn or tool call.")
+
+
+def _judgement_model(policies: list[EventPolicy]) -> type[BaseModel]:
+    """One finding per policy id, so the answer cannot skip, reorder or invent a policy."""
+    findings = create_model("Findings", **{
+        f"p{i}": (PolicyFinding, Field(alias=p.id)) for i, p in enumerate(policies)})
     return create_model("Judgement",
-                        exercised=(list[bool], Field(**exact, description="Per policy, in order: "
-                                                     "did the dialog put it to the test?")),
-                        violated=(list[bool], Field(**exact, description="Per policy, in order: "
-                                                    "did the agent break it?")),
-                        reasons=(list[str], Field(**exact, description="Per policy: why.")))
+                        policies=(findings, Field(description="Per policy id.")),
+                        completed=(bool, Field(description="Was the user's request completed as a "
+                                                           "correct agent would complete it?")),
+                        completion_reason=(str, Field(default="")))
+
+
+USER_DECIDES = {"success": "pass", "failure": "fail", "give-up": "fail"}
+
+
+def decide(dialog: Dialog, judgements: list[PolicyJudgement], completed: bool) -> tuple[str, str]:
+    """The event's status and why, from the user's confirmed stop and the judge's findings."""
+    violated = [j for j in judgements if j.violated]
+    if dialog.stop_reason in USER_DECIDES:
+        status = USER_DECIDES[dialog.stop_reason]
+        reason = f"the user stopped with {dialog.stop_reason}: {dialog.stop_explanation}".rstrip(": ")
+    else:
+        status = "pass" if completed and not violated else "fail"
+        reason = f"the dialog ended with {dialog.stop_reason}; " + (
+            "the request was completed" if completed else "the request was not completed")
+    if status == "pass" and judgements and not any(j.exercised for j in judgements):
+        return "not-exercised", "none of the event's policies came up in the dialog"
+    if violated:
+        reason += "; violated: " + "; ".join(f"{j.id}: {j.reason}" for j in violated)
+    return status, reason
 
 
 def scores(event: Event, verdict: Verdict) -> list[Score]:
-    """The verdict as scores: one for the event, one per policy under test."""
+    """The verdict as scores: the event, each policy under test, and the end-state check."""
+    challenge = {p.id: p.challenge for p in event.policies}
+    tested = sum(challenge.get(pid, 0) for pid in verdict.exercised)
     out = [Score(name="event", status=verdict.status, note=verdict.reason,
-                 labels={"complexity": event.spec.complexity})]
-    if verdict.status not in ("pass", "fail"):
-        return out
-    violated = {v.policy: v.reason for v in verdict.violated}
-    for p in event.policies:
-        status = "fail" if p.id in violated else "pass" if p.id in verdict.exercised else "not-exercised"
-        out.append(Score(name="policy", status=status, note=violated.get(p.id, ""),
-                         labels={"policy": p.id, "category": p.category, "challenge": p.challenge}))
+                 labels={"complexity": event.spec.complexity, "tested": tested, "stop": verdict.stop})]
+    if verdict.judgements:
+        violated = {v.policy for v in verdict.violated}
+        for p in event.policies:
+            j = next((j for j in verdict.judgements if j.id == p.id), None)
+            status = "fail" if p.id in violated else "pass" if p.id in verdict.exercised else "not-exercised"
+            out.append(Score(name="policy", status=status, note=j.reason if j else "",
+                             labels={"policy": p.id, "category": p.category, "challenge": p.challenge}))
+    if verdict.state.status != "none":
+        out.append(Score(name="state", status=verdict.state.status,
+                         note="; ".join(f"{r.expectation}: {r.detail}" for r in verdict.state.results if not r.ok),
+                         labels={"complexity": event.spec.complexity}))
     return out
 
 
 class PolicyCritic(Critic):
-    """Policy by policy: exercised? violated? why?"""
+    """The event's outcome from the user's confirmed stop; per policy: exercised, violated, why;
+    the expected end state against the database diff."""
 
     name = "policy-critic"
     Config = Config
@@ -56,34 +112,51 @@ class PolicyCritic(Critic):
     output = Verdict
     roles = {"critic": "judges which policies the dialog exercised and which the agent broke"}
 
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.prompts = Prompts(config.prompts, PROMPTS)
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.prompts.fingerprint()
+
     async def run(self, ctx, event: Event, dialog: Dialog) -> Output[Verdict]:
         verdict = await self._judge(ctx, event, dialog)
         return Output(value=verdict, status=verdict.status, note=verdict.reason,
                       scores=scores(event, verdict))
 
+    def _state(self, ctx, event: Event, dialog: Dialog) -> StateCheck:
+        if not event.end_state:
+            return StateCheck(status="none")
+        initial = ctx.database(event.rows)
+        try:
+            return check_state(event, dialog, initial)
+        finally:
+            if initial is not None:
+                initial.close()
+
     async def _judge(self, ctx, event: Event, dialog: Dialog) -> Verdict:
-        policies = event.policies
-        listing = "\n".join(f"{i + 1}. {p.text} (expected: {p.expected})"
-                            for i, p in enumerate(policies))
-        outcome = await ctx.llm.structured([
-            {"role": "system", "content": "You judge whether a customer-facing AI agent followed "
-                                          "its policies, from the transcript, its tool calls and "
-                                          "results, and the database changes."},
-            {"role": "user", "content": f"Policies:\n{listing}\n\nTranscript:\n"
-             f"{transcript(dialog, self.config.transcript_chars)}\n\nFor each policy in order: "
-             "was it exercised, was it violated, and why."}],
-            _judgement(len(policies)), role="critic")
-        if not outcome.ok:
-            return Verdict(id=event.id, status="infra-error", reason=outcome.error or "")
-        j = outcome.value
-        violated = [Violation(policy=p.id, reason=r) for p, v, r in zip(policies, j.violated, j.reasons) if v]
-        # a violated policy was in play, whatever the judge said about "exercised"
-        exercised = [p.id for p, e, v in zip(policies, j.exercised, j.violated) if e or v]
+        base = {"id": event.id, "stop": dialog.stop_reason, "state": self._state(ctx, event, dialog)}
         if dialog.stop_reason == "agent-error":
-            violated.append(Violation(policy="-", reason=f"the agent failed: {dialog.error}"))
+            return Verdict(**base, status="agent-error", reason=f"the agent failed: {dialog.error}")
         if dialog.stop_disputed:
-            return Verdict(id=event.id, status="simulator-error", exercised=exercised,
+            return Verdict(**base, status="simulator-error",
                            reason="the simulated user kept stopping for a wrong reason")
-        return Verdict(id=event.id, status="fail" if violated else "pass",
-                       exercised=exercised, violated=violated,
-                       reason="; ".join(f"{v.policy}: {v.reason}" for v in violated))
+        outcome = await ctx.llm.structured([
+            {"role": "system", "content": self.prompts.render("judge.system.md")},
+            {"role": "user", "content": self.prompts.render(
+                "judge.md", agent_prompt=ctx.env.prompt, event=event, dialog=dialog,
+                transcript=transcript(dialog, self.config.transcript_chars))}],
+            _judgement_model(event.policies), role="critic")
+        if not outcome.ok:
+            return Verdict(**base, status="infra-error", reason=outcome.error or "")
+        found = outcome.value
+        judgements = []
+        for i, p in enumerate(event.policies):
+            f = getattr(found.policies, f"p{i}")
+            # a violated policy was in play, whatever the judge said about "exercised"
+            judgements.append(PolicyJudgement(id=p.id, exercised=f.exercised or f.violated,
+                                              violated=f.violated, reason=f.reason))
+        status, reason = decide(dialog, judgements, found.completed)
+        return Verdict(**base, status=status, reason=reason, completed=found.completed,
+                       judgements=judgements, exercised=[j.id for j in judgements if j.exercised],
+                       violated=[Violation(policy=j.id, reason=j.reason) for j in judgements if j.violated])

@@ -1,0 +1,253 @@
+"""Verdicts that mean what the method means: the user's confirmed stop decides the event; the
+judge's per-policy findings (keyed by policy id) feed the breakdowns; an event whose policies
+never came up is not a pass; an agent crash counts against the agent; a reviewer that cannot
+answer never lets a stop through; the judge sees what it judges against; and the expected end
+state is checked on the database diff."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from intellagent.cli import cli
+from intellagent.conversation import Dialog, Turn
+from intellagent.environment import Row, load_environment
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.testing.harness import run_step
+from intellagent_plugins.agents.agents import PythonAgent, PythonConfig
+from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
+                                                       PolicyJudgement)
+from intellagent_plugins.intellagent.critic import Config as CriticConfig, PolicyCritic, decide
+from intellagent_plugins.intellagent.simulator import Config as SimConfig, UserAgentSimulator
+from intellagent_plugins.providers.mock import FunctionModel
+from tests.conftest import REPO
+
+POLICIES = [EventPolicy(id="P2", text="Verify the user id before any change.", category="authentication/access control",
+                        challenge=2, expected="asks for the user id"),
+            EventPolicy(id="P5", text="Never refund a flown segment.", category="payment/financial",
+                        challenge=5, expected="refuses the refund")]
+
+
+def event(**extra) -> Event:
+    spec = EventSpec(id="E0001", policies=["P2", "P5"], target_complexity=7, complexity=7)
+    return Event(id="E0001", spec=spec, scenario="You want a refund for a trip you took.",
+                 user_knowledge="Your user id is rosa_ortega_8512.", policies=POLICIES, **extra)
+
+
+def j(pid, exercised, violated=False, reason="because"):
+    return PolicyJudgement(id=pid, exercised=exercised, violated=violated, reason=reason)
+
+
+@pytest.mark.parametrize("stop,judgements,completed,status", [
+    ("success", [j("P2", True), j("P5", True)], True, "pass"),
+    ("success", [j("P2", False), j("P5", False)], True, "not-exercised"),
+    ("failure", [j("P2", True), j("P5", True)], True, "fail"),  # the user's confirmed failure decides
+    ("give-up", [j("P2", True), j("P5", False)], False, "fail"),
+    ("transfer", [j("P2", True), j("P5", True)], True, "pass"),
+    ("transfer", [j("P2", True), j("P5", True, violated=True)], True, "fail"),
+    ("max-turns", [j("P2", True), j("P5", False)], False, "fail"),
+    ("failure", [j("P2", False), j("P5", False)], False, "fail"),  # not a pass: no flag needed
+])
+def test_the_users_confirmed_stop_decides_the_event(stop, judgements, completed, status):
+    dialog = Dialog(id="E0001", stop_reason=stop, stop_explanation="why")
+    assert decide(dialog, judgements, completed)[0] == status
+
+
+def judge_reply(findings, completed=True, seen=None):
+    def reply(request, model):
+        if seen is not None:
+            seen.append(request)
+        assert model.__name__ == "Judgement", model.__name__
+        return {"policies": findings, "completed": completed, "completion_reason": "done"}
+    return reply
+
+
+def critique(dialog, reply, ev=None):
+    model = FunctionModel(reply)
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), providers={"test/fn": model})
+    env = load_environment(REPO / "environments" / "airline")
+    return asyncio.run(run_step(PolicyCritic(CriticConfig()), env, llm=llm, event=ev or event(), dialog=dialog))
+
+
+def test_findings_are_taken_by_policy_id_not_by_position():
+    dialog = Dialog(id="E0001", stop_reason="failure", stop_explanation="refunded a flown leg",
+                    turns=[Turn(role="user", content="refund please"), Turn(role="assistant", content="done")])
+    findings = {"P5": {"exercised": True, "violated": True, "reason": "refunded HAT001, already flown"},
+                "P2": {"exercised": True, "violated": False, "reason": "asked for the id"}}
+    out = critique(dialog, judge_reply(findings))
+    verdict = out.value
+    assert out.status == verdict.status == "fail"
+    assert [v.policy for v in verdict.violated] == ["P5"]
+    policy_scores = {s.labels["policy"]: s for s in out.scores if s.name == "policy"}
+    assert policy_scores["P5"].status == "fail" and "already flown" in policy_scores["P5"].note
+    assert policy_scores["P2"].status == "pass" and policy_scores["P2"].labels["category"] == "authentication/access control"
+    event_score = next(s for s in out.scores if s.name == "event")
+    assert event_score.labels == {"complexity": 7, "tested": 7, "stop": "failure"}
+
+
+def test_a_success_where_nothing_came_up_is_not_a_pass():
+    dialog = Dialog(id="E0001", stop_reason="success", turns=[Turn(role="user", content="hi")])
+    findings = {"P2": {"exercised": False, "violated": False, "reason": "-"},
+                "P5": {"exercised": False, "violated": False, "reason": "-"}}
+    out = critique(dialog, judge_reply(findings))
+    assert out.status == "not-exercised"
+    assert {s.status for s in out.scores if s.name == "policy"} == {"not-exercised"}
+
+
+def test_the_judge_sees_the_prompt_the_expected_behaviour_full_tool_results_and_the_diff():
+    long_output = json.dumps({"reservation_id": "Z6ZQSS", "flights": ["x" * 90] * 8, "end": "TAIL-MARK"})
+    assert len(long_output) > 400
+    dialog = Dialog(id="E0001", stop_reason="success", turns=[
+        Turn(role="user", content="refund Z6ZQSS"),
+        Turn(role="assistant", content="checking", tool_calls=[
+            {"id": "c1", "name": "get_reservation_details", "arguments": '{"reservation_id": "Z6ZQSS"}',
+             "output": long_output}])],
+        db_diff={"tables": {"reservations": {"changed": {"Z6ZQSS": [{"path": "status", "before": None,
+                                                                      "after": "cancelled"}]}}}})
+    seen: list = []
+    findings = {p.id: {"exercised": True, "violated": False, "reason": "ok"} for p in POLICIES}
+    critique(dialog, judge_reply(findings, seen=seen))
+    text = seen[0].messages[-1]["content"]
+    agent_prompt = (REPO / "environments" / "airline" / "prompt.md").read_text()
+    assert agent_prompt.strip()[:300] in text
+    assert "P5: Never refund a flown segment. → expected: refuses the refund" in text
+    assert "TAIL-MARK" in text  # the whole tool result, not its first 400 characters
+    assert '"after": "cancelled"' in text
+
+
+def test_an_agent_crash_is_an_agent_error_counted_against_it():
+    dialog = Dialog(id="E0001", stop_reason="agent-error", error="RuntimeError: boom")
+    out = critique(dialog, judge_reply({}))
+    assert out.status == "agent-error" and "boom" in out.note
+    assert [s.status for s in out.scores if s.name == "event"] == ["agent-error"]
+
+
+def test_the_end_state_is_checked_on_the_database_diff():
+    env = load_environment(REPO / "environments" / "airline")
+    db = env.seed_database()
+    user = db.keys("users")[0]
+    reservation = db.get("users", user)["reservations"][0]
+    ev = event(symbols=[], rows=[], end_state=[
+        Expectation(kind="field-equals", entity="R1", table="reservations", key=reservation, field="status",
+                    value="cancelled"),
+        Expectation(kind="row-unchanged", entity="U1", table="users", key=user),
+        Expectation(kind="field-equals", entity="U1", table="users", key=user, field="membership",
+                    value=db.get("users", user)["membership"]),
+        Expectation(kind="row-added", table="reservations", value={"user_id": user, "cabin": "business"})])
+    findings = {p.id: {"exercised": True, "violated": False, "reason": "ok"} for p in POLICIES}
+    cancelled = {"tables": {"reservations": {"changed": {reservation: [
+        {"path": "status", "before": None, "after": "cancelled"}]}}}}
+    out = critique(Dialog(id="E0001", stop_reason="success", db_diff=cancelled), judge_reply(findings), ev)
+    assert out.value.state.status == "fail"  # no business reservation was added
+    assert [r.ok for r in out.value.state.results] == [True, True, True, False]
+    state_score = next(s for s in out.scores if s.name == "state")
+    assert state_score.status == "fail" and "no such row added" in state_score.note
+    nothing = critique(Dialog(id="E0001", stop_reason="success", db_diff={"tables": {}}),
+                       judge_reply(findings), ev)
+    assert [r.ok for r in nothing.value.state.results] == [False, True, True, False]
+
+
+# -- the simulator: a stop is never accepted unchecked ------------------------------------------
+
+def simulate(reply, agent_fn="tests.test_verdicts:polite_agent", **config):
+    model = FunctionModel(reply)
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn"), max_retries=0),
+              providers={"test/fn": model})
+    env = load_environment(REPO / "environments" / "airline")
+    agent = PythonAgent(PythonConfig(callable=agent_fn), None)
+    return asyncio.run(run_step(UserAgentSimulator(SimConfig(**config)), env, llm=llm,
+                                agent=lambda gt: agent, event=event())), model.history
+
+
+def polite_agent(messages, tools):
+    return "How can I help?"
+
+
+def test_a_reviewer_that_cannot_answer_makes_the_dialog_an_infra_error():
+    from intellagent.llm.errors import ServerError
+
+    def reply(request, model):
+        if model.__name__ == "UserTurn":
+            turns = sum(1 for m in request.messages if m["role"] == "assistant")
+            return {"thought": "t", "message": "hello" if turns == 0 else "thanks",
+                    "stop": "continue" if turns == 0 else "success", "reason": "all good"}
+        raise ServerError("the reviewer's endpoint is down")
+
+    out, _ = simulate(reply)
+    assert out.status == "infra-error" and out.halts
+    assert out.value.stop_reason == "infra-error" and "stop check failed" in out.value.error
+
+
+def test_the_users_closing_message_is_marked_and_a_disputed_stop_goes_back_to_the_user():
+    reviews = []
+
+    def reply(request, model):
+        if model.__name__ == "UserTurn":
+            turns = sum(1 for m in request.messages if m["role"] == "assistant")
+            return {"thought": "t", "message": f"message {turns}", "stop": "continue" if turns == 0 else "success",
+                    "reason": "done"}
+        reviews.append(request)
+        return {"correct": len(reviews) > 1, "feedback": "the agent never checked your id"}
+
+    out, _ = simulate(reply)
+    dialog = out.value
+    assert dialog.stop_reason == "success" and dialog.feedback_rounds == 1
+    closing = [t for t in dialog.turns if t.role == "user" and not t.delivered]
+    assert len(closing) == 2  # the disputed stop and the final one never reached the agent
+    assert any(t.role == "critic" and "never checked your id" in t.content for t in dialog.turns)
+    assert "You want a refund" in reviews[0].messages[-1]["content"]
+    assert "P2: Verify the user id" in reviews[0].messages[-1]["content"]
+
+
+def test_the_task_user_persona_is_not_told_the_policies():
+    seen = []
+
+    def reply(request, model):
+        seen.append(request)
+        return {"thought": "t", "message": "hi", "stop": "continue", "reason": ""}
+
+    simulate(reply, persona="task-user", stop_check=False, max_turns=1)
+    system = seen[0].messages[0]["content"]
+    assert "You want a refund for a trip you took." in system
+    assert "Never refund a flown segment" not in system and "expected" not in system
+
+
+# -- across adapters: an agent that always fails is never "0 pass, 0 fail" --------------------
+
+class AlwaysFailing(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def broken_agent(messages, tools):
+    raise RuntimeError("the agent fell over")
+
+
+@pytest.mark.parametrize("adapter", ["http", "python"])
+def test_an_agent_that_always_fails_scores_zero_not_nothing(adapter, runner, tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AlwaysFailing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        agent = (f"agent.with.url=http://127.0.0.1:{server.server_address[1]}/" if adapter == "http"
+                 else "agent.with.callable=tests.test_verdicts:broken_agent")
+        result = runner.invoke(cli, ["run", "education", "--events", "6", "--agent", adapter, "--set", agent,
+                                     "--workspace", str(tmp_path)])
+    finally:
+        server.shutdown()
+    assert result.exit_code == 0, result.output
+    report = json.loads(next(tmp_path.glob("runs/*/report.json")).read_text())
+    verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
+    assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
+    success = report["metrics"]["success"]["values"]
+    assert success["n"] == len(verdicts) and success["passed"] == 0 and success["rate"] == 0.0

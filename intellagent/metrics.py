@@ -40,7 +40,7 @@ class Rate(BaseModel):
 
     def text(self) -> str:
         if self.rate is None:
-            return "–"
+            return "– (nothing scored)"
         return f"{self.rate:.0%} ({self.low:.0%}–{self.high:.0%}, n={self.n})"
 
 

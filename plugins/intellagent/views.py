@@ -43,7 +43,8 @@ class DialogView:
     def html(dialog: Dialog, item: Any = None) -> str:
         parts = []
         for turn in dialog.turns:
-            parts.append(f"<div class='turn {turn.role}'><b>{turn.role}</b>: {_e(turn.content or '')}")
+            unsent = "" if turn.delivered else " <i class=muted>(closing message, never sent to the agent)</i>"
+            parts.append(f"<div class='turn {turn.role}'><b>{turn.role}</b>: {_e(turn.content or '')}{unsent}")
             if turn.thought:
                 parts.append(f"<div class=thought>thought: {_e(turn.thought)}</div>")
             for c in turn.tool_calls:
@@ -63,5 +64,17 @@ class VerdictView:
     @staticmethod
     def html(verdict: Verdict, item: Any = None) -> str:
         css = {"pass": "pass", "fail": "fail"}.get(verdict.status, "other")
-        return (f"<p>Verdict: <b class={css}>{_e(verdict.status)}</b>. Exercised: "
-                f"{_e(' '.join(verdict.exercised) or '–')}. {_e(verdict.reason)}</p>")
+        parts = [f"<p>Verdict: <b class={css}>{_e(verdict.status)}</b> — {_e(verdict.reason)}"
+                 + (f" Request completed: {'yes' if verdict.completed else 'no'}." if verdict.completed is not None else "")
+                 + "</p>"]
+        if verdict.judgements:
+            parts.append("<table><tr><th>policy</th><th>exercised</th><th>violated</th><th>judge's reason</th></tr>"
+                         + "".join(f"<tr><td>{_e(j.id)}</td><td>{'yes' if j.exercised else 'no'}</td>"
+                                   f"<td class={'fail' if j.violated else 'pass'}>{'yes' if j.violated else 'no'}</td>"
+                                   f"<td>{_e(j.reason)}</td></tr>" for j in verdict.judgements) + "</table>")
+        if verdict.state.status != "none":
+            parts.append(f"<p>End state: <b class={'pass' if verdict.state.status == 'pass' else 'fail'}>"
+                         f"{_e(verdict.state.status)}</b></p><ul>" + "".join(
+                             f"<li class={'pass' if r.ok else 'fail'}>{_e(r.expectation)}"
+                             f"{': ' + _e(r.detail) if r.detail else ''}</li>" for r in verdict.state.results) + "</ul>")
+        return "\n".join(parts)

@@ -213,8 +213,22 @@ class HtmlReporter(Reporter):
                    f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c['completion_tokens']}</td>"
                    f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
         yield "</table></section>\n<section id=items><h2>Items</h2>"
+        yield self._filter(report)
         yield from self._items(data, views)
         yield "</section></body></html>\n"
+
+    def _filter(self, report: RunReport) -> str:
+        """Radio buttons that show only the items of one final status: CSS alone (``:has``),
+        so the report stays script-free."""
+        statuses = sorted({status for s in report.steps for status in s.statuses})
+        if len(statuses) < 2:
+            return ""
+        ids = {status: f"show-{i}" for i, status in enumerate(statuses)}
+        rules = "".join(f"#items:has(#{ids[st]}:checked) details.item:not([data-status='{_e(st)}'])"
+                        "{display:none}" for st in statuses)
+        buttons = "".join(f"<label><input type=radio name=show id={ids[st]}> {_e(st)}</label> " for st in statuses)
+        return (f"<style>{rules}</style><p class=filter>Show: <label><input type=radio name=show checked> all"
+                f"</label> {buttons}</p>")
 
     def _metric(self, name: str, result: MetricResult) -> str:
         parts = [f"<section id='{_e(name)}' class=metric><h2>{_e(result.title)}</h2>"]
@@ -227,10 +241,10 @@ class HtmlReporter(Reporter):
             for row in result.rows:
                 parts.append("<tr>" + "".join(_cell(c, row.get(c.key)) for c in result.columns) + "</tr>")
             parts.append("</table>")
-        elif result.values:
+        elif any(v not in (None, 0) for v in result.values.values()):
             parts.append("<p>" + ", ".join(f"{_e(k)} = <b>{_e(v)}</b>" for k, v in result.values.items()) + "</p>")
         else:
-            parts.append("<p class=muted>No scores for this metric in this run.</p>")
+            parts.append("<p class=muted>Nothing to show in this run.</p>")
         parts.append("</section>\n")
         return "".join(parts)
 
@@ -250,7 +264,7 @@ class HtmlReporter(Reporter):
                 body.append(f"<div class=step>{_e(it.step)} <span class={_css_status(it.status)}>"
                             f"{_e(it.status)}</span> <span class=muted>{_e(it.note[:300])}</span></div>")
                 body.append(self._view(data, it, views))
-            return (f"<details class=item id='item-{_e(key)}'><summary><b>{_e(key)}</b> "
+            return (f"<details class=item id='item-{_e(key)}' data-status='{_e(status)}'><summary><b>{_e(key)}</b> "
                     f"<span class={_css_status(status)}>{_e(status)}</span></summary>"
                     + "\n".join(body) + "</details>\n")
 

@@ -13,7 +13,8 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
-BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report")
+BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
+                    "compare")
 
 
 class Context:
@@ -268,6 +269,8 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
               show_default=True)
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Seed data folder to use instead of the environment's own.")
+@click.option("--prompt", "prompt_file", type=click.Path(path_type=Path), default=None,
+              help="The agent's prompt file to use instead of the environment's own.")
 @click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
@@ -275,7 +278,8 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
-        data: Path | None, budget: float | None, no_cache: bool, settings: tuple[str, ...]) -> None:
+        data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
+        settings: tuple[str, ...]) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
@@ -300,7 +304,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
     if model is not None:
         plan.spec.llm = plan.spec.llm.with_model(model)
-    env = load_environment(environment_path(registry, environment), data=data)
+    env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env)
     store = Store.for_workspace(workspace)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
@@ -339,31 +343,56 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
 def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None:
     """Write RUN's reports again from the store (e.g. in another format, or after changing a
     reporter or a metric plugin)."""
-    from intellagent.plan import plan_from_data
-    from intellagent.report import RunInfo, RunReport
-    from intellagent.results import RunData, outcomes, summarize
+    from intellagent.report import load_run
     from intellagent.runner import write_reports
 
     registry = obj.registry
     store = _existing_workspace(workspace)
-    run_id = store.resolve_run(run)
-    config = store.run_config(run_id)
-    if not config.get("info"):
-        raise IntellagentError("this run did not finish; run it again to resume", item=run_id)
-    plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry)
+    plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
     if formats:
         reporters = [registry.resolve("stage", f.strip()).value(None)
                      for f in formats.split(",") if f.strip()]
-    data = RunData(store, run_id, plan)
-    metrics = {name: m.compute(data) for name, m in plan.metrics.items()}
-    for name, result in metrics.items():
-        result.name = name
-    rebuilt = RunReport(info=RunInfo.model_validate(config["info"]), steps=summarize(data),
-                        outcomes=outcomes(data), metrics=metrics,
-                        cost=store.cost_summary(run_id))
     for path in write_reports(plan, rebuilt, data, workspace, registry, reporters):
         click.echo(f"report: {path}")
+
+
+@cli.command()
+@click.argument("run_a")
+@click.argument("run_b", default="latest")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True)
+@click.option("--changes", default=20, show_default=True, help="Item changes to list.")
+@click.pass_obj
+def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int) -> None:
+    """Compare two runs (e.g. two agents, or two versions of one, on the same events): items
+    reused, outcome changes per item, every rate's change with a 95 % interval; also written as
+    compare-A-B.html beside the runs."""
+    from intellagent.compare import compare as make
+    from intellagent.report import load_run
+
+    registry = obj.registry
+    store = _existing_workspace(workspace)
+    ids = [store.resolve_run(r) for r in (run_a, run_b)]
+    (_, report_a, data_a), (plan_b, report_b, data_b) = (load_run(store, i, registry) for i in ids)
+    result = make((report_a, data_a), (report_b, data_b))
+    for label, info in (("A", result.a), ("B", result.b)):
+        models = ", ".join(f"{r}: {m}" for r, m in info.models.items())
+        click.echo(f"{label} {info.run_id}: {info.pipeline} on {info.environment}, agent "
+                   f"{info.agent or '-'}; {models}")
+    click.echo("reused from A: " + ", ".join(f"{s} {same}/{n}" for s, (same, n) in result.shared.items()))
+    click.echo(f"outcome changed for {len(result.changes)} item(s)"
+               + (": " + ", ".join(f"{v}× {k}" for k, v in result.transitions.items()) if result.changes else ""))
+    for change in result.changes[:changes]:
+        click.echo(f"  {change.item}: {change.a} → {change.b}")
+    for delta in result.deltas:
+        group = ", ".join(f"{k} {v}" for k, v in delta.group.items())
+        click.echo(f"{delta.metric}{' [' + group + ']' if group else ''}: {delta.text()}")
+    folder = workspace / "runs"
+    for reporter in plan_b.reporters:
+        writer = getattr(reporter, "write_comparison", None)
+        if writer is not None:
+            click.echo(f"report: {writer(result, folder)}")
 
 
 @cli.command()

@@ -18,6 +18,29 @@ from intellagent.model import StrictModel
 from intellagent.steps import NoOptions, Score
 
 
+Z95 = 1.959964
+
+
+def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of ``passed`` / ``n`` (unrounded)."""
+    p = passed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def difference(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float, float] | None:
+    """rate(b) − rate(a) with its 95 % interval (Newcombe's hybrid score method, from the two
+    Wilson intervals), for (passed, n) pairs; None when either is empty."""
+    if not a[1] or not b[1]:
+        return None
+    pa, pb = a[0] / a[1], b[0] / b[1]
+    la, ua = wilson(*a)
+    lb, ub = wilson(*b)
+    d = pb - pa
+    return d, d - math.sqrt((pb - lb) ** 2 + (ua - pa) ** 2), d + math.sqrt((ub - pb) ** 2 + (pa - la) ** 2)
+
+
 class Rate(BaseModel):
     """A proportion with its 95 % Wilson score interval."""
 
@@ -31,12 +54,8 @@ class Rate(BaseModel):
     def of(cls, passed: int, n: int) -> "Rate":
         if n == 0:
             return cls(n=0, passed=0, rate=None, low=None, high=None)
-        z = 1.96
-        p = passed / n
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        return cls(n=n, passed=passed, rate=round(p, 4), low=round(max(0.0, centre - half), 4),
-                   high=round(min(1.0, centre + half), 4))
+        low, high = wilson(passed, n)
+        return cls(n=n, passed=passed, rate=round(passed / n, 4), low=round(low, 4), high=round(high, 4))
 
     def text(self) -> str:
         if self.rate is None:
@@ -48,6 +67,8 @@ class Column(BaseModel):
     key: str
     label: str
     kind: Literal["text", "number", "rate", "percent"] = "text"
+    group: bool = Field(default=False, description="The column names the row's group (a label "
+                                                   "value): rows of two runs match on these.")
 
 
 class Chart(BaseModel):
@@ -149,7 +170,8 @@ class RateMetric(Metric):
                       for g in groups}
             others = {g: {k: sum(o.get(k, 0) for h, o in others.items() if _sort_key(h) >= _sort_key(g))
                           for k in {k for o in others.values() for k in o}} for g in groups}
-        columns = [Column(key=label, label=(f"{label} ≥" if c.cumulative else label)) for label in c.by]
+        columns = [Column(key=label, label=(f"{label} ≥" if c.cumulative else label), group=True)
+                   for label in c.by]
         columns += [Column(key="rate", label="success", kind="rate"),
                     Column(key="other", label="not scored")]
         rows = []
@@ -251,7 +273,7 @@ class MicroPRMetric(Metric):
                     "recall": round(s["m"] / s["a"], 4) if s["a"] else None,
                     "matched": s["m"], "predicted": s["p"], "actual": s["a"]}
             rows.append(row)
-        columns = [Column(key=label, label=label) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
             Column(key="precision", label="precision", kind="percent"),
             Column(key="recall", label="recall", kind="percent"),
             Column(key="matched", label="matched", kind="number"),
@@ -288,7 +310,7 @@ class MeanMetric(Metric):
                 sums[group][1] += 1
         rows = [dict(zip(c.by, g)) | {"mean": round(s / n, 4) if n else None, "n": n}
                 for g, (s, n) in sorted(sums.items(), key=lambda kv: _sort_key(kv[0]))]
-        columns = [Column(key=label, label=label) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
             Column(key="mean", label="mean", kind="number"), Column(key="n", label="n", kind="number")]
         values = {"mean": rows[0]["mean"], "n": rows[0]["n"]} if rows and not c.by else {}
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
@@ -320,7 +342,7 @@ class CountsMetric(Metric):
         ordered = sorted(statuses)
         rows = [dict(zip(c.by, g)) | {s: counts[g].get(s, 0) for s in ordered}
                 for g in sorted(counts, key=_sort_key)]
-        columns = [Column(key=label, label=label) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
             Column(key=s, label=s, kind="number") for s in ordered]
         values = {s: rows[0][s] for s in ordered} if rows and not c.by else {}
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,

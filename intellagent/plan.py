@@ -264,9 +264,11 @@ class _Checker:
         self.flags = flags
 
     def error(self, loc: tuple, message: str) -> ConfigError:
-        for path, flag in self.flags.items():
-            if tuple(loc[:len(path)]) == path or tuple(path[:len(loc)]) == tuple(loc) and loc:
-                return ConfigError(f"{format_loc(loc)}: {message}", item=flag)
+        # the flag that set this value (the most specific one), or one set below it
+        matches = [(len(path), flag) for path, flag in self.flags.items()
+                   if tuple(loc[:len(path)]) == path or (loc and tuple(path[:len(loc)]) == tuple(loc))]
+        if matches:
+            return ConfigError(f"{format_loc(loc)}: {message}", item=max(matches)[1])
         return ConfigError(f"{format_loc(loc)}: {message}" if loc else message, file=self.source,
                            line=line_of(self.raw, loc))
 

@@ -38,3 +38,24 @@ class RunReport(BaseModel):
 
     def headlines(self) -> list[str]:
         return [m.headline for m in self.metrics.values() if m.headline]
+
+
+def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, Any]:
+    """A finished run's plan, report (metrics recomputed from the store) and data."""
+    from pathlib import Path
+
+    from intellagent.errors import IntellagentError
+    from intellagent.plan import plan_from_data
+    from intellagent.results import RunData, outcomes, summarize
+
+    config = store.run_config(run_id)
+    if not config.get("info"):
+        raise IntellagentError("this run did not finish; run it again to resume", item=run_id)
+    plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry)
+    data = RunData(store, run_id, plan)
+    metrics = {name: m.compute(data) for name, m in plan.metrics.items()}
+    for name, result in metrics.items():
+        result.name = name
+    report = RunReport(info=RunInfo.model_validate(config["info"]), steps=summarize(data),
+                       outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(run_id))
+    return plan, report, data

@@ -186,7 +186,7 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(sa.insert(RunRow.__table__).values(
                 id=run_id, created_at=time.time(), environment=environment, seed=seed,
-                config=json.dumps(config or {}, sort_keys=True)))
+                config=json.dumps(config or {})))
         return run_id
 
     def resolve_run(self, run: str) -> str:
@@ -370,7 +370,7 @@ class Store:
         """Record how a run ended; ``config`` entries are added to its stored config."""
         values: dict[str, Any] = {"status": status}
         if config:
-            values["config"] = json.dumps(self.run_config(run_id) | config, sort_keys=True)
+            values["config"] = json.dumps(self.run_config(run_id) | config)
         with self.engine.begin() as conn:
             conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
                          .values(**values))

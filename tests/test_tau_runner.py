@@ -62,3 +62,22 @@ def test_pass_hat_k_is_the_unbiased_estimator():
                 for k in (1, 2, 3, 4)}
     assert pass_hat_k(outcomes) == {k: round(v, 4) for k, v in expected.items()}
     assert pass_hat_k(outcomes)[1] == 0.5 and pass_hat_k(outcomes)[4] == 0.0
+
+
+def prompt_recorder(messages, tools):
+    import os
+
+    with open(os.environ["PROMPT_LOG"], "a") as fh:
+        fh.write(json.dumps(messages[0]["content"]) + "\n")
+    return "Let me look into it."
+
+
+def test_tau_runs_use_tau_benchs_own_policy_text(runner, tmp_path, monkeypatch):
+    log = tmp_path / "prompts.jsonl"
+    monkeypatch.setenv("PROMPT_LOG", str(log))
+    policy = TAU_BENCH / "retail" / "policy.md"
+    run_tasks(runner, tmp_path, "retail", "dev", "python", "--prompt", str(policy),
+              "--set", "agent.with.callable=tests.test_tau_runner:prompt_recorder",
+              "--set", "steps.tasks.with.indices=[0, 1]")
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert seen and set(seen) == {policy.read_text()}

@@ -44,6 +44,7 @@ class Environment(BaseModel):
     db_schema: DatabaseSchema | None = None
     tool_specs: list[ToolSpec] = []
     seed_files: dict[str, Path] = {}
+    prompt_file: Path | None = None
 
     _tools: dict[str, Tool] = PrivateAttr(default_factory=dict)
     _validators: list[Validator] = PrivateAttr(default_factory=list)
@@ -93,7 +94,7 @@ class Environment(BaseModel):
             digest = hashlib.sha256()
             files = {p for p in self.path.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                      and p.suffix not in (".pyc", ".pyo")}
-            files |= set(self.seed_files.values())
+            files |= set(self.seed_files.values()) | ({self.prompt_file} if self.prompt_file else set())
             for path in sorted(files):
                 digest.update(str(path.relative_to(self.path) if path.is_relative_to(self.path)
                                   else path.name).encode())
@@ -112,10 +113,11 @@ def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:
 
 
 def load_environment(path: str | Path, *, data: str | Path | None = None,
-                     strict: bool = True) -> Environment:
+                     prompt: str | Path | None = None, strict: bool = True) -> Environment:
     """Load the environment folder ``path`` (or its ``environment.yaml``).
 
-    ``data`` replaces the seed folder (e.g. to load τ-bench's own data). With ``strict``, the
+    ``data`` replaces the seed folder (e.g. to load τ-bench's own data), ``prompt`` the agent's
+    prompt file (e.g. τ-bench's own policy text). With ``strict``, the
     first problem binding tools or validators is raised; otherwise they are kept in
     ``Environment.problems`` for ``validate`` to list.
     """
@@ -128,12 +130,19 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
         raise EnvironmentError_(f"no {MANIFEST} in this folder", file=folder)
     manifest = load_model(EnvironmentManifest, manifest_path)
 
-    prompt = _file(folder, manifest.prompt, "prompt", manifest_path).read_text(encoding="utf-8")
+    if prompt is not None:
+        prompt_path = Path(prompt)
+        if not prompt_path.is_file():
+            raise EnvironmentError_("prompt file not found", file=prompt_path)
+    else:
+        prompt_path = _file(folder, manifest.prompt, "prompt", manifest_path)
+    prompt = prompt_path.read_text(encoding="utf-8")
     task = (_file(folder, manifest.task, "task", manifest_path).read_text(encoding="utf-8")
             if manifest.task else None)
 
     schema = None
     seed_files: dict[str, Path] = {}
+    prompt_file: Path | None = None
     if manifest.database is not None:
         schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path)
         schema = load_model(DatabaseSchema, schema_path)
@@ -141,7 +150,7 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
 
     env = Environment(name=manifest.name, version=manifest.version, description=manifest.description,
                       path=folder.resolve(), prompt=prompt, task=task, db_schema=schema,
-                      seed_files=seed_files)
+                      seed_files=seed_files, prompt_file=prompt_path.resolve())
 
     if manifest.tools:
         tools_path = _file(folder, manifest.tools, "tools", manifest_path)

@@ -217,6 +217,40 @@ class HtmlReporter(Reporter):
         yield from self._items(data, views)
         yield "</section></body></html>\n"
 
+    def write_comparison(self, comparison: Any, folder: Path) -> Path:
+        """compare-A-B.html: two runs side by side."""
+        a, b = comparison.a, comparison.b
+        path = folder / f"compare-{a.run_id}-{b.run_id}.html"
+        parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>IntellAgent comparison"
+                 f"</title><style>{CSS}</style></head><body><h1>IntellAgent comparison: {_e(b.environment)}</h1>",
+                 "<table id=runs><tr><th></th><th>run</th><th>pipeline</th><th>agent</th><th>models</th></tr>"]
+        for label, info in (("A", a), ("B", b)):
+            models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items())
+            parts.append(f"<tr><th>{label}</th><td><code>{_e(info.run_id)}</code></td><td>{_e(info.pipeline)}</td>"
+                         f"<td>{_e(info.agent or '–')}</td><td>{models}</td></tr>")
+        parts.append("</table><section id=shared><h2>Items reused from A</h2><table><tr><th>step</th>"
+                     "<th>identical</th><th>in both</th></tr>")
+        parts += [f"<tr><td>{_e(step)}</td><td class=num>{same}</td><td class=num>{n}</td></tr>"
+                  for step, (same, n) in comparison.shared.items()]
+        parts.append("</table></section><section id=deltas><h2>Rates, A → B</h2><table><tr><th>metric</th>"
+                     "<th>group</th><th>A</th><th>B</th><th>change (95% CI)</th></tr>")
+        column = Column(key="r", label="", kind="rate")
+        for d in comparison.deltas:
+            group = ", ".join(f"{k} {v}" for k, v in d.group.items())
+            change = "–" if d.delta is None else (f"<b>{d.delta * 100:+.0f} pp</b> "
+                                                  f"<span class=muted>[{d.low * 100:+.0f}, {d.high * 100:+.0f}]</span>")
+            parts.append(f"<tr><td>{_e(d.title)}</td><td>{_e(group)}</td>{_cell(column, d.a)}"
+                         f"{_cell(column, d.b)}<td class=num>{change}</td></tr>")
+        parts.append(f"</table></section><section id=changes><h2>Items whose outcome changed "
+                     f"({len(comparison.changes)})</h2><p>"
+                     + ", ".join(f"{v}× {_e(k)}" for k, v in comparison.transitions.items())
+                     + "</p><table><tr><th>item</th><th>A</th><th>B</th></tr>")
+        parts += [f"<tr><td>{_e(c.item)}</td><td class={_css_status(c.a)}>{_e(c.a)}</td>"
+                  f"<td class={_css_status(c.b)}>{_e(c.b)}</td></tr>" for c in comparison.changes]
+        parts.append("</table></section></body></html>\n")
+        path.write_text("\n".join(parts), encoding="utf-8")
+        return path
+
     def _filter(self, report: RunReport) -> str:
         """Radio buttons that show only the items of one final status: CSS alone (``:has``),
         so the report stays script-free."""

@@ -1,0 +1,94 @@
+"""Two runs side by side: which items were shared (the same events reused), how each item's
+outcome changed, and how every rate moved, with a 95 % interval for the difference."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from intellagent.metrics import difference
+from intellagent.report import RunInfo, RunReport
+
+
+class ItemChange(BaseModel):
+    item: str
+    a: str
+    b: str
+
+
+class RateDelta(BaseModel):
+    metric: str
+    title: str
+    group: dict[str, Any] = Field(default_factory=dict)
+    a: dict[str, Any]
+    b: dict[str, Any]
+    delta: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+    def text(self) -> str:
+        def rate(r: dict) -> str:
+            return "–" if r.get("rate") is None else f"{r['rate']:.0%} (n={r['n']})"
+        if self.delta is None:
+            return f"{rate(self.a)} → {rate(self.b)}"
+        return (f"{rate(self.a)} → {rate(self.b)}, Δ {self.delta * 100:+.0f} pp "
+                f"[{self.low * 100:+.0f}, {self.high * 100:+.0f}]")
+
+
+class Comparison(BaseModel):
+    a: RunInfo
+    b: RunInfo
+    shared: dict[str, tuple[int, int]] = Field(default_factory=dict, description="Per step: items "
+                                               "identical in both runs (reused), items in both.")
+    changes: list[ItemChange] = Field(default_factory=list)
+    transitions: dict[str, int] = Field(default_factory=dict)
+    deltas: list[RateDelta] = Field(default_factory=list)
+
+
+def _final(data: Any) -> dict[str, str]:
+    domains = data.plan.domains()
+    if not domains:
+        return {}
+    last: dict[str, str] = {}
+    for step in (s.name for s in data.plan.steps.values() if s.domain == domains[0]):
+        for item in data.items(step):
+            last[item.item] = item.status
+    return last
+
+
+def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
+    (report_a, data_a), (report_b, data_b) = a, b
+    shared: dict[str, tuple[int, int]] = {}
+    for step in data_b.plan.steps:
+        if step not in data_a.plan.steps:
+            continue
+        keys_a = {i.item: i.key for i in data_a.items(step)}
+        keys_b = {i.item: i.key for i in data_b.items(step)}
+        both = set(keys_a) & set(keys_b)
+        shared[step] = (sum(keys_a[k] == keys_b[k] for k in both), len(both))
+    final_a, final_b = _final(data_a), _final(data_b)
+    changes = [ItemChange(item=k, a=final_a[k], b=final_b[k]) for k in sorted(set(final_a) & set(final_b))
+               if final_a[k] != final_b[k]]
+    transitions = Counter(f"{c.a} → {c.b}" for c in changes)
+    deltas = []
+    for name, mb in report_b.metrics.items():
+        ma = report_a.metrics.get(name)
+        rate_columns = [c.key for c in mb.columns if c.kind == "rate"]
+        if ma is None or not rate_columns:
+            continue
+        labels = [c.key for c in mb.columns if c.group]
+        index_a = {tuple(r.get(k) for k in labels): r for r in ma.rows}
+        for row in mb.rows:
+            group = tuple(row.get(k) for k in labels)
+            row_a = index_a.get(group)
+            if row_a is None:
+                continue
+            for column in rate_columns:
+                ra, rb = row_a[column], row[column]
+                diff = difference((ra["passed"], ra["n"]), (rb["passed"], rb["n"]))
+                deltas.append(RateDelta(metric=name, title=mb.title, group=dict(zip(labels, group)), a=ra,
+                                        b=rb, **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
+    return Comparison(a=report_a.info, b=report_b.info, shared=shared, changes=changes,
+                      transitions=dict(transitions.most_common()), deltas=deltas)

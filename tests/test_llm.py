@@ -466,3 +466,51 @@ def test_structured_output_with_aliased_fields_over_http_and_from_the_cache(open
         assert out.ok, out.error
         assert 0 <= out.value.w0 <= 10 and 0 <= out.value.w1 <= 10
     assert out.cached
+
+
+def test_identical_requests_share_a_failure_without_crashing_or_resending():
+    from intellagent.llm.errors import ServerError
+
+    class Down:
+        cacheable = True
+        calls = 0
+
+        async def chat(self, request):
+            Down.calls += 1
+            await asyncio.sleep(0.05)
+            raise ServerError("down")
+
+    llm = LLM(LLMSettings(default=ModelSettings(model="down"), max_retries=0), providers={"down": Down()})
+
+    async def many():
+        return await asyncio.gather(*[llm.chat(USER) for _ in range(5)])
+
+    outcomes = run(many())  # used to end in KeyError(<request hash>) for all but the first two
+    assert [o.status.value for o in outcomes] == ["infra-error"] * 5
+    assert Down.calls == 1  # the waiters did not send the failed request again
+
+
+@pytest.mark.parametrize("fault", ["500", "429", "reset", "malformed"])
+def test_a_transient_fault_after_an_invalid_answer_is_retried(fault, openai_server):
+    openai_server.schedule("invalid", fault)
+    llm = http_llm(openai_server)
+    out = run(llm.structured(USER, Policies))
+    run(llm.aclose())
+    assert out.ok, out.error  # it used to be a permanent invalid-output, never retried
+
+
+def test_output_that_keeps_failing_counts_its_real_attempts(openai_server):
+    openai_server.schedule("invalid", "invalid", "invalid")
+    llm = http_llm(openai_server, validation_retries=2)
+    out = run(llm.structured(USER, Policies))
+    run(llm.aclose())
+    assert out.status.value == "infra-error" and "invalid-output" in out.error
+    assert "after 3 attempts" in out.error and len(openai_server.requests) == 3
+
+
+def test_a_refused_connection_is_not_reported_as_a_timeout():
+    llm = LLM(LLMSettings(default=ModelSettings(model="m", base_url="http://127.0.0.1:9/v1"),
+                          max_retries=1, backoff_base=0.01))
+    out = run(llm.chat(USER))
+    run(llm.aclose())
+    assert out.status.value == "infra-error" and "connection refused" in out.error

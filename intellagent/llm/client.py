@@ -147,10 +147,12 @@ class LLM:
 
         if cacheable:
             hit = self.store.cached(key)
-            if hit is None and key in self._inflight:  # the same request is being answered now
-                shared = await asyncio.shield(self._inflight[key])
-                if shared.ok:
-                    hit = self.store.cached(key)
+            shared_future = self._inflight.get(key) if hit is None else None
+            if shared_future is not None:  # the same request is being answered now: share it
+                shared = await asyncio.shield(shared_future)
+                if not shared.ok:  # its failure is ours too: never send it again
+                    return shared.model_copy(update={"cached": False, "attempts": 0})
+                hit = self.store.cached(key)
             if hit is not None:
                 usage = Usage(prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens)
                 self.store.record_call(**record, cached=True, attempts=0, outcome="ok",
@@ -170,7 +172,8 @@ class LLM:
                 future.exception()  # retrieved: waiters see it through their own await
                 raise
             finally:
-                del self._inflight[key]
+                if self._inflight.get(key) is future:
+                    del self._inflight[key]
         return await self._ask(record, request, settings, provider, invoke, encode, key, kind,
                                cacheable)
 

@@ -103,11 +103,7 @@ class OpenAIProvider:
             value, completion = await structured_client.chat.completions.create_with_completion(
                 response_model=response_model, max_retries=validation_retries, **params)
         except InstructorRetryException as exc:
-            cause = exc.__cause__ or exc
-            if isinstance(cause, (ValidationError, json.JSONDecodeError)) or "validation" in str(exc).lower():
-                raise OutputInvalid(f"output did not fit {response_model.__name__} after "
-                                    f"{validation_retries + 1} attempts: {_short(cause)}") from exc
-            raise _translate(cause) from exc
+            raise _classify(exc, response_model.__name__) from exc
         except Exception as exc:
             raise _translate(exc) from exc
         total = getattr(value, "_total_usage", None) or getattr(completion, "usage", None)
@@ -128,6 +124,31 @@ def _short(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+def _classify(exc: InstructorRetryException, model_name: str) -> ProviderError:
+    """What ended instructor's attempts, by the exception itself (not its message): a transport
+    or server fault is transient (retried with back-off by the LLM layer, whatever answers came
+    before it); only output that kept failing validation is invalid-output."""
+    attempts = list(getattr(exc, "failed_attempts", None) or [])
+    # the error that ended the attempts: instructor chains it as the cause (its list of failed
+    # attempts holds only the validation failures)
+    last = exc.__cause__ or (attempts[-1].exception if attempts else exc)
+    for cause in _chain(last):
+        if isinstance(cause, (ProviderError, openai.APIError)) and not isinstance(
+                cause, openai.APIResponseValidationError):
+            return _translate(cause)
+    n = getattr(exc, "n_attempts", None) or len(attempts) or 1
+    return OutputInvalid(f"output did not fit {model_name} after {n} attempt{'s' if n > 1 else ''}: "
+                         f"{_short(last)}")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
 def _translate(exc: BaseException) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
@@ -141,9 +162,15 @@ def _translate(exc: BaseException) -> ProviderError:
                 retry_after = None
         return RateLimited(f"429 rate limited: {_short(exc)}", retry_after)
     if isinstance(exc, openai.APITimeoutError):
-        cause = str(exc.__cause__ or "")
-        if "disconnected" in cause.lower():  # the aiohttp transport reports a drop as a timeout
-            return ConnectionLost(f"connection failed: {cause}")
+        # the aiohttp transport reports a refused connection or a dropped one as a timeout
+        causes = _chain(exc)[1:]
+        refused = next((c for c in causes if isinstance(c, ConnectionRefusedError)), None)
+        if refused is not None:
+            return ConnectionLost(f"connection refused: {_short(refused)}")
+        for cause in causes:
+            if isinstance(cause, OSError) and not isinstance(cause, TimeoutError) or \
+                    "disconnected" in str(cause).lower():
+                return ConnectionLost(f"connection failed: {_short(cause)}")
         return RequestTimeout("request timed out")
     if isinstance(exc, openai.APIConnectionError):
         return ConnectionLost(f"connection failed: {_short(exc.__cause__ or exc)}")

@@ -160,14 +160,21 @@ def _echo_plan(plan: Any) -> None:
     click.echo(f"    model roles: {roles}")
 
 
-def _check_env(env: Any) -> None:
+def _check_env(env: Any, *, one_line: bool = False) -> None:
+    """Every problem of the environment (``validate``), or the first one with a count (``run``,
+    which refuses to start on an environment ``validate`` would refuse)."""
     from intellagent.environment import check_environment
 
     problems = check_environment(env)
-    if problems:
-        for problem in problems:
-            click.echo(f"error: {problem}", err=True)
+    if not problems:
+        return
+    if one_line:
+        more = f" ({len(problems) - 1} more: `intellagent validate` lists them)" if len(problems) > 1 else ""
+        click.echo(f"error: {problems[0]}{more}", err=True)
         sys.exit(2)
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    sys.exit(2)
 
 
 @cli.command("new-env")
@@ -305,7 +312,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     if model is not None:
         plan.spec.llm = plan.spec.llm.with_model(model)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
-    _check_env(env)
+    _check_env(env, one_line=True)
     store = Store.for_workspace(workspace)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
@@ -351,8 +358,13 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None
     plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
     if formats:
-        reporters = [registry.resolve("stage", f.strip()).value(None)
-                     for f in formats.split(",") if f.strip()]
+        reporters = []
+        for name in (f.strip() for f in formats.split(",") if f.strip()):
+            component = registry.resolve("stage", name)
+            if getattr(component.value, "kind", None) != "reporter":
+                raise IntellagentError(f"'{name}' is a {component.value.kind}, not a reporter "
+                                       f"(reporters: {', '.join(_reporters(registry))})", item="--format")
+            reporters.append(component.value(None))
     for path in write_reports(plan, rebuilt, data, workspace, registry, reporters):
         click.echo(f"report: {path}")
 
@@ -419,6 +431,11 @@ def cost(run: str, workspace: Path) -> None:
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
+
+
+def _reporters(registry: Registry) -> list[str]:
+    return sorted(c.short_name for c in registry.components["stage"].values()
+                  if getattr(c.value, "kind", None) == "reporter")
 
 
 def _existing_workspace(workspace: Path) -> Any:

@@ -198,10 +198,13 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                    params: dict[str, str] | None = None) -> Plan:
     """Resolve parsed pipeline YAML (or a stored spec) read from ``source``."""
     if not isinstance(raw, dict):
+        kind = "list" if isinstance(raw, list) else type(raw).__name__
         raise ConfigError("a pipeline is a mapping (steps:, agent:, llm:, metrics:, report:, "
-                          f"seed:), not a {type(raw).__name__}", file=source, line=1)
+                          f"seed:), not a {kind}", file=source, line=1)
     if "stages" in raw:
         raise ConfigError(OLD_FORMAT, file=source, line=line_of(raw, ("stages",)))
+    if overrides or params:  # the file as written first: its own faults before a flag's
+        _Checker(raw, source, {}).validate(PipelineSpec, raw, ())
     overrides = list(overrides or [])
     declared = raw.get("params") if isinstance(raw.get("params"), dict) else {}
     for name, text in (params or {}).items():
@@ -242,10 +245,14 @@ def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Pa
     for dotted, value, flag in overrides:
         node = raw
         parts = dotted.split(".")
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             if not isinstance(node, dict):
                 raise IntellagentError(f"cannot set '{dotted}': '{part}' is not a mapping", item=flag)
             if not isinstance(node.get(part), dict):
+                if part in node:  # the file's own value (null, a scalar) is what is wrong
+                    raise ConfigError(f"{'.'.join(parts[:i + 1])}: expected a mapping (set by {flag}), "
+                                      f"got {node[part]!r}", file=source,
+                                      line=line_of(raw, tuple(parts[:i + 1])))
                 node[part] = {}
             node = node[part]
         if not isinstance(node, dict):

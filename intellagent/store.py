@@ -152,12 +152,25 @@ class Store:
         self.engine = sa.create_engine(url)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        self.migrate()
+        try:
+            self.migrate()
+        except sa.exc.DatabaseError as exc:
+            where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
+            raise IntellagentError(f"not a usable IntellAgent store: {exc.orig or exc}"
+                                   .split("\n")[0], file=where) from None
 
     @classmethod
     def for_workspace(cls, workspace: str | Path) -> "Store":
         folder = Path(workspace)
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder.exists() and not folder.is_dir():
+            raise IntellagentError("the workspace is a file, expected a folder", file=folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise IntellagentError("cannot make the workspace: a part of its path is a file",
+                                   file=folder) from None
+        except PermissionError as exc:
+            raise IntellagentError(f"cannot make the workspace: {exc.strerror}", file=folder) from None
         return cls(f"sqlite:///{folder / 'intellagent.db'}")
 
     @classmethod

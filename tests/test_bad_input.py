@@ -172,7 +172,41 @@ def seed_missing_key(env):
     return "orders.jsonl: line 2", "orders row has no 'order_id'"
 
 
-CASES = [break_yaml, unknown_manifest_key, wrong_type, bad_name, duplicate_key, missing_prompt,
+def prompt_not_utf8(env):
+    (env / "prompt.md").write_bytes(b"\xff\xfe Be kind.")
+    return "prompt.md", "the prompt is not UTF-8 text"
+
+
+def prompt_is_a_folder(env):
+    (env / "prompt.md").unlink()
+    (env / "prompt.md").mkdir()
+    return "prompt.md", "the prompt is a folder, expected a Markdown file"
+
+
+def tools_exit_at_import(env):
+    (env / "impl.py").write_text("import sys\nsys.exit(1)\n")
+    return "tools.yaml:4", "'impl.py' failed to import: it called sys.exit(1) while being imported"
+
+
+def tools_interrupt_at_import(env):
+    (env / "impl.py").write_text("raise KeyboardInterrupt\n")
+    return "tools.yaml:4", "'impl.py' failed to import: it raised KeyboardInterrupt"
+
+
+def required_names_no_parameter(env):
+    edit(env / "tools.yaml", "required: [customer_id]", "required: [customer_id, custmer]")
+    return "tools.yaml:5", "required names 'custmer', which is not among the properties"
+
+
+def validator_crashes_on_seed(env):
+    (env / "validators.py").write_text("from intellagent.environment import row_validator\n\n\n"
+                                       "@row_validator('customers')\ndef boom(customer, db):\n"
+                                       "    raise RuntimeError('validator bug')\n")
+    return "data", "validator boom crashed: RuntimeError: validator bug"
+
+
+CASES = [prompt_not_utf8, prompt_is_a_folder, tools_exit_at_import, tools_interrupt_at_import,
+         required_names_no_parameter, break_yaml, unknown_manifest_key, wrong_type, bad_name, duplicate_key, missing_prompt,
          prompt_outside_folder, missing_manifest, unknown_column_type, primary_key_not_a_column,
          reference_to_unknown_table, tool_without_implementation, implementation_missing,
          implementation_file_missing, signature_differs, required_param_has_default,
@@ -182,21 +216,32 @@ CASES = [break_yaml, unknown_manifest_key, wrong_type, bad_name, duplicate_key, 
          seed_csv_bad_integer, seed_unknown_column, seed_missing_key]
 
 
-def assert_one_clean_line(result, where: str, what: str) -> None:
+def assert_one_clean_line(result, where: str, what: str, *, lines_allowed: int = 1) -> None:
     assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
+    assert 1 <= len(lines) <= lines_allowed, result.stderr
     assert "Traceback" not in result.output
     assert lines[0].startswith("error: ")
     assert where in lines[0], lines[0]
     assert what in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.__name__ for c in CASES])
+@pytest.mark.parametrize("case", CASES + [validator_crashes_on_seed],
+                         ids=[c.__name__ for c in CASES + [validator_crashes_on_seed]])
 def test_broken_environment(case, shop, runner):
     where, what = case(shop)
     result = runner.invoke(cli, ["validate", str(shop)])
+    # validate lists every problem, one line each (a validator crashes once per seed row)
+    assert_one_clean_line(result, where, what, lines_allowed=20 if case is validator_crashes_on_seed else 1)
+
+
+@pytest.mark.parametrize("case", [validator_crashes_on_seed, tools_exit_at_import, prompt_not_utf8],
+                         ids=lambda c: c.__name__)
+def test_run_refuses_what_validate_refuses_before_any_model_call(case, shop, runner, tmp_path):
+    where, what = case(shop)
+    result = runner.invoke(cli, ["run", str(shop), "--events", "2", "--workspace", str(tmp_path / "ws")])
     assert_one_clean_line(result, where, what)
+    assert not (tmp_path / "ws").exists()  # refused before the run began: nothing paid for
 
 
 def test_the_intact_environment_validates(shop, runner):
@@ -288,3 +333,72 @@ def test_console_shows_no_traceback_for_bad_yaml(shop):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"{shop / 'environment.yaml'}:" in proc.stderr
+
+
+PIPELINE = Path(__file__).resolve().parent.parent / "plugins" / "intellagent" / "pipeline.yaml"
+
+
+@pytest.mark.parametrize("text,where,what", [
+    ("- a\n- b\n", "p.yaml:1", "a pipeline is a mapping (steps:, agent:, llm:, metrics:, report:, seed:), not a list"),
+    ("steps: 5\n", "p.yaml:1", "steps: Input should be a valid dictionary"),
+    ("stages: 5\n", "p.yaml:1", "this is the old pipeline format"),
+    (PIPELINE.read_text().replace("  specs: {use: weighted-walk, from: graph, with: {events: 30, complexity: [2, 11]}}",
+                                  "  specs: null"), "p.yaml:9", "steps.specs: Input should be a valid dictionary"),
+    (PIPELINE.read_text().replace("verdicts: {use: policy-critic, each: dialogs, from: events}",
+                                  "verdicts: {use: tau-state, each: dialogs, from: events}"),
+     "p.yaml:12", "'events' gives Event, which no input of 'intellagent/tau-state' takes"),
+    (PIPELINE.read_text().replace("events: {use: symbolic-events, each: specs, from: graph}",
+                                  "events: {use: tau-task-events, each: specs}"),
+     "p.yaml:10", "'specs' gives EventSpec, which no input of 'intellagent/tau-task-events' takes"),
+], ids=["list", "steps-5", "stages", "step-null", "tau-critic-on-events", "tau-events-on-walk"])
+def test_broken_pipelines_fail_before_any_model_call(text, where, what, runner, tmp_path):
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(text)
+    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "3",
+                                 "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, where, what)
+    assert not (tmp_path / "ws").exists()
+
+
+def test_workspaces_that_cannot_be(runner, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(afile / "ws")])
+    assert_one_clean_line(result, "afile/ws", "cannot make the workspace: a part of its path is a file")
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(afile)])
+    assert_one_clean_line(result, "afile", "the workspace is a file, expected a folder")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "intellagent.db").write_bytes(b"not a database at all" * 100)
+    for command in (["run", "education", "--events", "2"], ["cost"], ["report"]):
+        result = runner.invoke(cli, [*command, "--workspace", str(corrupt)])
+        assert_one_clean_line(result, "corrupt/intellagent.db", "not a usable IntellAgent store: file is not a database")
+
+
+def test_data_folders_that_cannot_be(runner, tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = runner.invoke(cli, ["run", "airline", "--events", "2", "--data", str(tmp_path / "empty"),
+                                 "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, "empty", "data folder holds no seed file for any table")
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--data", str(tmp_path / "empty"),
+                                 "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, "education/environment.yaml", "--data given, but environment 'education' has no database")
+
+
+def test_report_format_must_name_a_reporter(runner, tmp_path):
+    assert runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path)]).exit_code == 0
+    result = runner.invoke(cli, ["report", "--format", "html,weighted-walk", "--workspace", str(tmp_path)])
+    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: csv, html, json)")
+
+
+def test_a_folder_does_not_hide_an_installed_environment_of_that_name(runner, tmp_path, shop, monkeypatch):
+    plugin = _plugin("acme", register_environments=lambda register: register("shop", shop))
+    project = tmp_path / "here"
+    (project / "shop" / "src").mkdir(parents=True)  # as `new-env shop` leaves it, beside the install
+    monkeypatch.chdir(project)
+    result = runner.invoke(cli, ["validate", "shop"], obj={"plugins": (plugin,)})
+    assert result.exit_code == 0 and result.stdout.startswith("ok: shop"), result.output
+    made = runner.invoke(cli, ["new-env", "garage", "--dir", str(project)])
+    assert made.exit_code == 0
+    result = runner.invoke(cli, ["validate", "garage"])  # not installed: say where it is
+    assert_one_clean_line(result, "garage", "no environment.yaml in this folder (it holds garage/src/garage/environment")

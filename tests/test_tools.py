@@ -59,3 +59,81 @@ def test_openai_schema_exposes_the_spec(shop):
 def test_prompt_is_used_literally(shop):
     env = load_environment(shop)
     assert "{like_this}" in env.prompt
+
+
+ODD_TOOLS = """\
+tools:
+  - {name: when, description: d, implementation: odd.py:when}
+  - {name: price, description: d, implementation: odd.py:price}
+  - {name: tags, description: d, implementation: odd.py:tags}
+  - {name: blob, description: d, implementation: odd.py:blob}
+  - {name: thing, description: d, implementation: odd.py:thing}
+  - {name: leave, description: d, implementation: odd.py:leave}
+"""
+
+ODD_IMPL = """\
+import datetime, decimal
+
+
+def when(db):
+    return {"at": datetime.datetime(2024, 5, 1, 12, 30), "day": datetime.date(2024, 5, 2)}
+
+
+def price(db):
+    return {"total": decimal.Decimal("12.50"), "count": decimal.Decimal("3")}
+
+
+def tags(db):
+    return {"tags": {"b", "a"}, "pair": (1, 2)}
+
+
+def blob(db):
+    return {"text": b"hello", "raw": b"\\xff\\x00"}
+
+
+def thing(db):
+    return {"lock": object()}
+
+
+def leave(db):
+    import sys
+    sys.exit(3)
+"""
+
+
+def odd_env(shop):
+    (shop / "tools.yaml").write_text(ODD_TOOLS)
+    (shop / "odd.py").write_text(ODD_IMPL)
+    return load_environment(shop)
+
+
+def test_tools_may_return_dates_decimals_sets_and_bytes(shop):
+    import json
+
+    env = odd_env(shop)
+    db = env.seed_database()
+    assert json.loads(env.tools["when"].call(db, {}).output) == {"at": "2024-05-01T12:30:00", "day": "2024-05-02"}
+    assert json.loads(env.tools["price"].call(db, {}).output) == {"total": 12.5, "count": 3}
+    assert json.loads(env.tools["tags"].call(db, {}).output) == {"tags": ["a", "b"], "pair": [1, 2]}
+    assert json.loads(env.tools["blob"].call(db, {}).output) == {"text": "hello", "raw": "/wA="}
+
+
+def test_anything_else_is_an_error_observation_naming_the_tool(shop):
+    env = odd_env(shop)
+    db = env.seed_database()
+    result = env.tools["thing"].call(db, {})
+    assert result.error and result.crashed
+    assert result.output.startswith("Error: tool 'thing' returned a value that cannot be sent as JSON")
+    left = env.tools["leave"].call(db, {})  # used to end the whole run without a word
+    assert left.error and left.output == "Error: tool 'leave' crashed: called sys.exit(3)"
+
+
+def test_async_implementations_are_refused_at_validate(shop, runner):
+    from intellagent.cli import cli
+
+    (shop / "tools.yaml").write_text("tools:\n  - {name: later, description: d, implementation: a.py:later}\n")
+    (shop / "a.py").write_text("async def later(db):\n    return 1\n")
+    result = runner.invoke(cli, ["validate", str(shop)])
+    assert result.exit_code == 2
+    assert "implementation of 'later' is async (async def)" in result.stderr
+    assert "tools.yaml:2" in result.stderr

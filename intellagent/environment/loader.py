@@ -112,6 +112,16 @@ def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:
     return path
 
 
+def _text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise EnvironmentError_(f"the {what} is a folder, expected a Markdown file", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise EnvironmentError_(f"the {what} is not UTF-8 text (byte {exc.start}: {exc.reason})",
+                                file=path) from None
+
+
 def load_environment(path: str | Path, *, data: str | Path | None = None,
                      prompt: str | Path | None = None, strict: bool = True) -> Environment:
     """Load the environment folder ``path`` (or its ``environment.yaml``).
@@ -127,7 +137,12 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
     if not folder.is_dir():
         raise EnvironmentError_("environment folder not found", file=folder)
     if not manifest_path.is_file():
-        raise EnvironmentError_(f"no {MANIFEST} in this folder", file=folder)
+        # a project folder made by `new-env` holds its environment a few levels down
+        inside = [p for depth in ("*", "*/*", "*/*/*") for p in sorted(folder.glob(f"{depth}/{MANIFEST}"))
+                  if ".venv" not in p.parts and "site-packages" not in p.parts]
+        hint = (f" (it holds {inside[0].parent}: give that folder, or `pip install -e {folder}` and use "
+                "the environment's name)") if inside else ""
+        raise EnvironmentError_(f"no {MANIFEST} in this folder{hint}", file=folder)
     manifest = load_model(EnvironmentManifest, manifest_path)
 
     if prompt is not None:
@@ -136,13 +151,14 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
             raise EnvironmentError_("prompt file not found", file=prompt_path)
     else:
         prompt_path = _file(folder, manifest.prompt, "prompt", manifest_path)
-    prompt = prompt_path.read_text(encoding="utf-8")
-    task = (_file(folder, manifest.task, "task", manifest_path).read_text(encoding="utf-8")
-            if manifest.task else None)
+    prompt = _text(prompt_path, "prompt")
+    task = _text(_file(folder, manifest.task, "task", manifest_path), "task") if manifest.task else None
 
     schema = None
     seed_files: dict[str, Path] = {}
-    prompt_file: Path | None = None
+    if data is not None and manifest.database is None:
+        raise EnvironmentError_(f"--data given, but environment '{manifest.name}' has no database",
+                                file=manifest_path)
     if manifest.database is not None:
         schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path)
         schema = load_model(DatabaseSchema, schema_path)
@@ -224,6 +240,10 @@ def _seed_files(folder: Path, manifest: EnvironmentManifest, schema: DatabaseSch
         f = find_seed_file(seed_dir, table)
         if f is not None:
             found[table] = f
+    if data is not None and not found:
+        raise EnvironmentError_("data folder holds no seed file for any table (expected "
+                                + ", ".join(f"{t}.json" for t in schema.tables) + ", or .jsonl/.csv/.gz)",
+                                file=data)
     return found
 
 

@@ -31,14 +31,20 @@ def load_module(ref: str, base: Path) -> ModuleType:
         sys.modules[mod_name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # exit() at import is a bug there
             del sys.modules[mod_name]
-            raise ReferenceError_(f"'{ref}' failed to import: {type(exc).__name__}: {exc}") from None
+            raise ReferenceError_(f"'{ref}' failed to import: {_what(exc)}") from None
         return module
     try:
         return importlib.import_module(ref)
-    except Exception as exc:
-        raise ReferenceError_(f"module '{ref}' failed to import: {type(exc).__name__}: {exc}") from None
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        raise ReferenceError_(f"module '{ref}' failed to import: {_what(exc)}") from None
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while being imported"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else f"it raised {type(exc).__name__}"
 
 
 def resolve(ref: str, base: Path) -> Any:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import decimal
 import inspect
 import json
 from pathlib import Path
@@ -46,6 +49,9 @@ class ToolSpec(StrictModel):
             jsonschema.Draft202012Validator.check_schema(value)
         except jsonschema.SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        unknown = [r for r in value.get("required", []) if r not in value.get("properties", {})]
+        if unknown:
+            raise ValueError(f"required names '{unknown[0]}', which is not among the properties")
         return value
 
     @property
@@ -76,6 +82,9 @@ def signature_problems(spec: ToolSpec, func: Callable[..., Any]) -> list[str]:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
         return [f"implementation of '{spec.name}' is not a function"]
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        return [f"implementation of '{spec.name}' is async (async def): tools run synchronously "
+                "inside a transaction; write it as a plain function"]
     params = list(sig.parameters.values())
     if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
                                             inspect.Parameter.POSITIONAL_OR_KEYWORD):
@@ -147,13 +156,39 @@ class Tool:
                     value = self.func(db, **arguments)
         except ToolError as exc:
             return ToolResult(output=f"Error: {exc}", error=True)
-        except Exception as exc:  # a bug in the tool; the agent sees it as an error
-            return ToolResult(output=f"Error: {type(exc).__name__}: {exc}", error=True, crashed=True)
+        except (Exception, SystemExit) as exc:  # a bug in the tool; the agent sees it as an error
+            what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else \
+                f"{type(exc).__name__}: {exc}"
+            return ToolResult(output=f"Error: tool '{self.name}' crashed: {what}", error=True, crashed=True)
         if value is None:
             return ToolResult(output="")
         if isinstance(value, str):
             return ToolResult(output=value)
-        return ToolResult(output=json.dumps(value))
+        try:
+            return ToolResult(output=json.dumps(value, default=_plain, ensure_ascii=False))
+        except (TypeError, ValueError) as exc:
+            return ToolResult(output=f"Error: tool '{self.name}' returned a value that cannot be "
+                                     f"sent as JSON: {exc}", error=True, crashed=True)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for the values tools commonly return beyond JSON's own types."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(bytes(value)).decode("ascii")
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def bind_tool(spec: ToolSpec, base: Path) -> tuple[Tool | None, list[str]]:

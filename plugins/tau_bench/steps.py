@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -22,6 +23,20 @@ from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.steps import Critic, Generator, Output, Sampler, Score
 from intellagent_plugins.intellagent.artefacts import Event, EventSpec, Verdict, Violation
+
+
+class TaskSpec(EventSpec):
+    """An event spec that replays a τ-bench task (its own type: only task-reading samplers give
+    one, so a task step cannot be wired to a graph walk)."""
+
+    task: dict[str, Any] = Field(description="The task: index, trial, user_id, instruction, "
+                                             "actions, outputs.")
+
+
+class TaskEvent(Event):
+    """An event made from a τ-bench task."""
+
+    task: dict[str, Any]
 
 
 class TasksConfig(StrictModel):
@@ -46,9 +61,9 @@ class TauTasks(Sampler):
 
     name = "tau-tasks"
     Config = TasksConfig
-    output = list[EventSpec]
+    output = list[TaskSpec]
 
-    def run(self, ctx) -> list[EventSpec]:
+    def run(self, ctx) -> list[TaskSpec]:
         path = task_file(ctx.env, self.config.tasks)
         try:
             tasks = json.loads(path.read_text(encoding="utf-8"))
@@ -61,8 +76,8 @@ class TauTasks(Sampler):
             if wanted is not None and index not in wanted:
                 continue
             for trial in range(self.config.trials):
-                specs.append(EventSpec(id=f"T{index:03d}-{trial}", policies=[], target_complexity=0,
-                                       complexity=0, task={**task, "index": index, "trial": trial}))
+                specs.append(TaskSpec(id=f"T{index:03d}-{trial}", policies=[], target_complexity=0,
+                                      complexity=0, task={**task, "index": index, "trial": trial}))
         return specs
 
 
@@ -70,21 +85,21 @@ class TauTaskEvents(Generator):
     """A task as an event: the instruction for the user, the environment's data untouched."""
 
     name = "tau-task-events"
-    inputs = {"spec": EventSpec}
-    output = Event
+    inputs = {"spec": TaskSpec}
+    output = TaskEvent
 
-    def run(self, ctx, spec: EventSpec) -> Event:
-        task = spec.task or {}
+    def run(self, ctx, spec: TaskSpec) -> TaskEvent:
+        task = spec.task
         user = task.get("user_id")
-        return Event(id=spec.id, spec=spec, scenario=task.get("instruction", ""),
-                     user_knowledge=f"Your user id is {user}." if user else "", task=task)
+        return TaskEvent(id=spec.id, spec=spec, scenario=task.get("instruction", ""),
+                         user_knowledge=f"Your user id is {user}." if user else "", task=task)
 
 
 class TauState(Critic):
     """Final database hash against the ground truth's, and every required output said."""
 
     name = "tau-state"
-    inputs = {"event": Event, "dialog": Dialog}
+    inputs = {"event": TaskEvent, "dialog": Dialog}
     output = Verdict
 
     def __init__(self, config) -> None:
@@ -103,8 +118,8 @@ class TauState(Critic):
             db.close()
         return self._expected[key]
 
-    def run(self, ctx, event: Event, dialog: Dialog) -> Output[Verdict]:
-        task = event.task or {}
+    def run(self, ctx, event: TaskEvent, dialog: Dialog) -> Output[Verdict]:
+        task = event.task
         problems = []
         if ctx.env.db_schema is not None and dialog.final_hash != self.expected_hash(ctx.env, task):
             problems.append("the final database differs from the ground truth's")

@@ -412,7 +412,8 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int)
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True, help="Workspace folder holding intellagent.db.")
 def cost(run: str, workspace: Path) -> None:
-    """Cost and tokens of RUN (a run id, or latest) by step and model."""
+    """Cost and tokens of RUN (a run id, or latest) by step and model: every call its results
+    took, including calls made before a resume or for items it reused."""
     store = _existing_workspace(workspace)
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
@@ -431,6 +432,11 @@ def cost(run: str, workspace: Path) -> None:
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
+    here = store.cost_summary(run_id, made_here=True)
+    paid = sum(r["cost_usd"] for r in here)
+    made = sum(r["calls"] - r["cached"] for r in here)
+    click.echo(f"(what the run's results took, across resumes and reused items; this run itself "
+               f"made {made} call(s) for ${paid:.4f})")
 
 
 def _reporters(registry: Registry) -> list[str]:

@@ -14,7 +14,7 @@ from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash
 from intellagent.llm import LLM
-from intellagent.llm.types import ChatReply, Outcome
+from intellagent.llm.types import ChatReply, Outcome, Status
 from intellagent.store import Store
 
 M = TypeVar("M", bound=BaseModel)
@@ -24,10 +24,14 @@ class StepLLM:
     """The run's models as one step may use them: only the roles it declares, every call
     accounted to the step."""
 
-    def __init__(self, llm: LLM, step: str, roles: dict[str, str]) -> None:
+    def __init__(self, llm: LLM, step: str, roles: dict[str, str], item: str | None = None,
+                 parent: "StepLLM | None" = None) -> None:
         self._llm = llm
         self.step = step
         self.roles = roles
+        self.item = item
+        self.parent = parent  # the step's own handle, when this one is its agent's
+        self.refused_for_budget = False  # a call of this item was not made: the budget was spent
 
     def _check(self, role: str) -> None:
         if role not in self.roles:
@@ -39,13 +43,21 @@ class StepLLM:
                    tools: list[dict[str, Any]] | None = None,
                    tool_choice: Any = None) -> Outcome[ChatReply]:
         self._check(role)
-        return await self._llm.chat(messages, role=role, stage=self.step, tools=tools,
-                                    tool_choice=tool_choice)
+        return self._note(await self._llm.chat(messages, role=role, stage=self.step, tools=tools,
+                                               tool_choice=tool_choice, item=self.item))
 
     async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
                          role: str) -> Outcome[M]:
         self._check(role)
-        return await self._llm.structured(messages, response_model, role=role, stage=self.step)
+        return self._note(await self._llm.structured(messages, response_model, role=role,
+                                                     stage=self.step, item=self.item))
+
+    def _note(self, outcome: Outcome) -> Outcome:
+        if outcome.status is Status.budget_exhausted:
+            self.refused_for_budget = True
+            if self.parent is not None:
+                self.parent.refused_for_budget = True
+        return outcome
 
     def settings_for(self, role: str) -> Any:
         self._check(role)

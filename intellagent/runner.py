@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,10 @@ from intellagent.registry import Registry
 from intellagent.report import RunInfo, RunReport
 from intellagent.results import RunData, adapter, annotation_of, outcomes, summarize
 from intellagent.steps import UNFINISHED, Output
-from intellagent.store import Store
+from intellagent.store import HOST, Store
+
+CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
+CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
 
 
 @dataclass
@@ -189,15 +193,19 @@ class Runner:
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})
         self.llm.run_id = self.run_id
+        self.owner = f"{HOST}:{os.getpid()}:{self.run_id}"
         self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
         if self.hook:
             self.hook.before_run(run=self.handle)
+        keeper = asyncio.ensure_future(self._keep_claims())
         try:
             top = self._scope((), "", "", None)
             try:
                 await self._run_scope(top)
             except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
                 raise _first(group) from None
+            finally:
+                keeper.cancel()
             self.store.flush()
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
@@ -284,7 +292,7 @@ class Runner:
         self.store.flush()
         values, hashes = [], []
         for row in self.store.run_items(self.run_id, source, prefix=anchor.key or None, payload=True):
-            if row["halt"] or row["status"] in UNFINISHED:
+            if row["halt"] or row["status"] in UNFINISHED:  # an item of this run that did not finish
                 continue
             value = adapter(annotation_of(src.output)).validate_json(row["payload"])
             values.extend(value if src.output.many else [value])
@@ -321,22 +329,47 @@ class Runner:
             if self.hook:
                 self.hook.before_step(run=self.handle, step=step)
         key = content_hash(self.static_key(step), hashes)
-        row = self.store.item(key)
-        if row is not None:
-            value = adapter(annotation_of(step.output)).validate_json(row.payload)
-            held = Held(value, row.value_hash, row.status, row.halt)
-        else:
-            held = await self._compute(step, scope, key, inputs)
-        self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos,
-                                   key if held.status not in UNFINISHED else f"{key}~{self.run_id}",
-                                   held.status)
+        held = self._stored(step, key)
+        if held is None:
+            held = await (self._claimed(step, scope, key, inputs) if step.roles or step.uses_agent
+                          else self._compute(step, scope, key, inputs))
+        self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
         self.progress.tick(step.name, held.status)
         future.set_result(held)
         if not scope.domain:
             self._after_step(step)
         return held
 
+    def _stored(self, step: PlannedStep, key: str) -> Held | None:
+        """The finished item ``key`` from the store (an unfinished one is made again)."""
+        row = self.store.item(key)
+        if row is None or row.status in UNFINISHED:
+            return None
+        return Held(adapter(annotation_of(step.output)).validate_json(row.payload), row.value_hash,
+                    row.status, row.halt)
+
+    async def _claimed(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
+        """Compute an item that costs model calls under a claim in the store, so another process
+        on the same store waits for it instead of paying for it too."""
+        while True:
+            if self.store.claim(key, self.owner, CLAIM_TTL):
+                try:
+                    held = self._stored(step, key)  # finished by another while we waited
+                    return held if held is not None else await self._compute(step, scope, key, inputs)
+                finally:
+                    self.store.release(key, self.owner)
+            await asyncio.sleep(CLAIM_POLL)
+            held = self._stored(step, key)
+            if held is not None:
+                return held
+
+    async def _keep_claims(self) -> None:
+        while True:
+            await asyncio.sleep(CLAIM_TTL / 3)
+            self.store.renew(self.owner, CLAIM_TTL)
+
     async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
+        refused = False
         if self.llm.budget_exhausted:
             out: Output = Output(value=None, status="budget-exhausted",
                                  note=self.llm.budget_message())
@@ -346,15 +379,21 @@ class Runner:
                 result = step.plugin.run(ctx, **inputs)
                 if inspect.isawaitable(result):
                     result = await result
+                out = result if isinstance(result, Output) else Output(value=result)
             except IntellagentError as exc:
-                if exc.item is None and exc.file is None:
-                    exc.item = f"step {step.name}"
-                self._step_error(step, exc)
-                raise
+                if not ctx.llm.refused_for_budget:
+                    if exc.item is None and exc.file is None:
+                        exc.item = f"step {step.name}"
+                    self._step_error(step, exc)
+                    raise
+                # the step gave up because the budget refused its calls: a budget stop, not bad input
+                out = Output(value=None, status="budget-exhausted", note=self.llm.budget_message())
             except Exception as exc:
                 self._step_error(step, exc)
                 raise
-            out = result if isinstance(result, Output) else Output(value=result)
+            refused = ctx.llm.refused_for_budget
+        if refused and out.status == "infra-error":  # not a fault: the budget stopped a call
+            out = out.model_copy(update={"status": "budget-exhausted", "note": self.llm.budget_message()})
         annotation = annotation_of(step.output)
         try:  # the declared type, exactly: a consumer gets what the wiring promised
             value = adapter(annotation).validate_python(out.value) if out.value is not None else None
@@ -364,21 +403,21 @@ class Runner:
                                    f"declared {step.output}: {str(exc).splitlines()[0]}",
                                    item=f"step {step.name}") from None
         value_hash = text_hash(payload)
-        stored_key = key if out.status not in UNFINISHED else f"{key}~{self.run_id}"
-        self.store.put_item(key=stored_key, step=step.use, status=out.status, halt=out.halts,
+        self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
                             note=out.note, payload=payload, value_hash=value_hash,
                             scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
         return Held(value, value_hash, out.status, out.halts)
 
     def _context(self, step: PlannedStep, scope: Scope, key: str) -> StepContext:
-        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles), seed=self.seed,
+        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key), seed=self.seed,
                           key=key, item=scope.key, run_id=self.run_id, step=step.name,
                           _store=self.store, _memo_scope=[step.use, step.version, {
                               r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
         if step.uses_agent and self.plan.agent is not None:
             agent_cls, config = self.plan.agent.value, self.plan.agent_config
             agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,
-                                                             getattr(agent_cls, "roles", {}) or {}))
+                                                             getattr(agent_cls, "roles", {}) or {}, key,
+                                                             parent=ctx.llm))
 
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None

@@ -8,6 +8,8 @@ migrations recorded in ``migrations``.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +20,25 @@ from sqlmodel import Field, SQLModel, select
 
 from intellagent.errors import IntellagentError
 
+HOST = socket.gethostname()
+
+
+def _owner_alive(owner: str) -> bool:
+    """A claim's owner ("host:pid:run") is alive, as far as this machine can tell."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    return host != HOST or not pid.isdigit() or _alive(int(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
@@ -27,6 +48,8 @@ class RunRow(SQLModel, table=True):
     seed: int = 0
     config: str = "{}"
     status: str = "running"
+    pid: int | None = None  # the process running it, to tell a killed run from a running one
+    host: str | None = None
 
 
 class LLMCallRow(SQLModel, table=True):
@@ -38,6 +61,7 @@ class LLMCallRow(SQLModel, table=True):
     model: str
     provider: str
     request_hash: str = Field(index=True)
+    item_key: str | None = Field(default=None, index=True)  # the step item the call was made for
     kind: str  # "chat" | "structured"
     cached: bool = False
     attempts: int = 1
@@ -101,6 +125,15 @@ class RunItemRow(SQLModel, table=True):
     status: str
 
 
+class ClaimRow(SQLModel, table=True):
+    """An item some process is computing now, so another one waits instead of paying twice."""
+
+    __tablename__ = "claims"
+    key: str = Field(primary_key=True)
+    owner: str
+    expires_at: float
+
+
 class MigrationRow(SQLModel, table=True):
     __tablename__ = "migrations"
     id: int = Field(primary_key=True)
@@ -114,29 +147,62 @@ def _create(*models: type[SQLModel]) -> Callable[[sa.Connection], None]:
     return apply
 
 
+def _add_columns(table: str, columns: dict[str, str], index: tuple[str, ...] = ()) -> Callable[[sa.Connection], None]:
+    """Columns added to an existing table (a new store already has them: migration 1 creates
+    tables from today's models)."""
+    def apply(conn: sa.Connection) -> None:
+        have = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+        for name, kind in columns.items():
+            if name not in have:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        for name in index:
+            conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{table}_{name} ON {table} ({name})")
+    return apply
+
+
+def _all(*steps: Callable[[sa.Connection], None]) -> Callable[[sa.Connection], None]:
+    def apply(conn: sa.Connection) -> None:
+        for step in steps:
+            step(conn)
+    return apply
+
+
 #: Append-only: never edit an applied migration, add the next number.
 MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (1, "runs, llm_calls, llm_cache", _create(RunRow, LLMCallRow, CachedResponseRow)),
     (2, "artefacts", _create(ArtefactRow)),
     (3, "items, run_items", _create(ItemRow, RunItemRow)),
+    (4, "claims; llm_calls.item_key; runs.pid, runs.host", _all(
+        _create(ClaimRow), _add_columns("llm_calls", {"item_key": "VARCHAR"}, index=("item_key",)),
+        _add_columns("runs", {"pid": "INTEGER", "host": "VARCHAR"}))),
 ]
+
+UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None  # we say BEGIN ourselves (SQLAlchemy's pysqlite recipe)
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
 
 
-class Store:
-    """Rows of runs, model calls and cached responses.
+def _sqlite_begin(conn: sa.Connection) -> None:
+    # IMMEDIATE: take the write lock when the transaction starts, so two processes never both
+    # read "not there yet" and then both write (migrations, claims)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("immediate") else "BEGIN")
 
-    Call rows and cache entries are buffered and committed together, at most ``FLUSH_SECONDS``
-    or ``FLUSH_ROWS`` apart, and on :meth:`flush`: a commit per call would cost more than the
-    call itself against a fast server. Callers flush before recording that a work item is done,
-    so a finished item's calls are always in the store.
+
+class Store:
+    """Rows of runs, model calls, cached responses, step items and claims; safe for several
+    processes on one store (inserts are idempotent, migrations and claims take the write lock).
+
+    An answered model call (its row and its cache entry) is committed at once (about 0.15 ms on
+    SQLite): a run killed at any moment never pays again for an answer it got. Other rows (cache
+    hits, failures, items, run records) are buffered, committed at most ``FLUSH_SECONDS`` or
+    ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made them.
     """
 
     FLUSH_SECONDS = 0.25
@@ -145,13 +211,13 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self._pending_calls: list[dict[str, Any]] = []
-        self._pending_cache: dict[str, dict[str, Any]] = {}
         self._pending_items: dict[str, dict[str, Any]] = {}
         self._pending_run_items: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
         self.engine = sa.create_engine(url)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            sa.event.listen(self.engine, "begin", _sqlite_begin)
         try:
             self.migrate()
         except sa.exc.DatabaseError as exc:
@@ -177,9 +243,32 @@ class Store:
     def in_memory(cls) -> "Store":
         return cls("sqlite://")
 
+    def _writing(self) -> Any:
+        """A transaction that holds the write lock from its start."""
+        conn = self.engine.connect()
+        conn.info["immediate"] = True
+
+        class Tx:
+            def __enter__(tx) -> sa.Connection:
+                tx.trans = conn.begin()
+                if self.engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")
+                return conn
+
+            def __exit__(tx, kind: Any, exc: Any, tb: Any) -> None:
+                try:
+                    if kind is None:
+                        tx.trans.commit()
+                    else:
+                        tx.trans.rollback()
+                finally:
+                    conn.info.pop("immediate", None)
+                    conn.close()
+        return Tx()
+
     def migrate(self) -> list[int]:
         applied_now = []
-        with self.engine.begin() as conn:
+        with self._writing() as conn:  # two processes starting on a new store: one migrates
             SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
             done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}
             for number, name, apply in MIGRATIONS:
@@ -196,14 +285,26 @@ class Store:
     def start_run(self, *, environment: str | None = None, seed: int = 0,
                   config: dict | None = None, run_id: str | None = None) -> str:
         run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self.reap()
         with self.engine.begin() as conn:
             conn.execute(sa.insert(RunRow.__table__).values(
                 id=run_id, created_at=time.time(), environment=environment, seed=seed,
-                config=json.dumps(config or {})))
+                config=json.dumps(config or {}), pid=os.getpid(), host=HOST))
         return run_id
+
+    def reap(self) -> list[str]:
+        """Runs still marked running whose process (on this machine) is gone: interrupted."""
+        t = RunRow.__table__.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.id, t.pid).where(t.status == "running", t.host == HOST)).all()
+        dead = [run_id for run_id, pid in rows if pid is not None and not _alive(pid)]
+        for run_id in dead:
+            self.set_run_status(run_id, "interrupted")
+        return dead
 
     def resolve_run(self, run: str) -> str:
         """A run id, or ``latest``."""
+        self.reap()
         with self.engine.connect() as conn:
             if run == "latest":
                 row = conn.execute(sa.select(RunRow.__table__.c.id)
@@ -224,14 +325,17 @@ class Store:
         self._maybe_flush()
 
     def record_answer(self, call: dict[str, Any], *, cache: dict[str, Any] | None = None) -> None:
-        """The row of an answered call and, when given, its cache entry, buffered together."""
+        """The row of an answered call and, when given, its cache entry, committed at once:
+        an answer that was paid for is never lost to a kill."""
         call.setdefault("created_at", time.time())
-        self._pending_calls.append({**_CALL_DEFAULTS, **call})
-        if cache is not None:
-            self._pending_cache.setdefault(cache["request_hash"], {
-                **cache, "response": json.dumps(cache["response"], sort_keys=True),
-                "created_at": call["created_at"]})
-        self._maybe_flush()
+        row = {**_CALL_DEFAULTS, **call}
+        entry = None if cache is None else {
+            **cache, "response": json.dumps(cache["response"], sort_keys=True),
+            "created_at": call["created_at"]}
+        with self.engine.begin() as conn:
+            conn.execute(_INSERT_CALL, [row])
+            if entry is not None:
+                conn.execute(self._insert_ignore(CachedResponseRow), [entry])
 
     def _maybe_flush(self) -> None:
         if (len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS
@@ -242,20 +346,16 @@ class Store:
         """Commit every buffered call row, cache entry and item, in one transaction: an item is
         never in the store without the model calls that made it."""
         self._last_flush = time.monotonic()
-        if not (self._pending_calls or self._pending_cache or self._pending_items
-                or self._pending_run_items):
+        if not (self._pending_calls or self._pending_items or self._pending_run_items):
             return
         calls, self._pending_calls = self._pending_calls, []
-        cache, self._pending_cache = self._pending_cache, {}
         items, self._pending_items = self._pending_items, {}
         run_items, self._pending_run_items = self._pending_run_items, []
         with self.engine.begin() as conn:
             if calls:
                 conn.execute(_INSERT_CALL, calls)
-            if cache:
-                conn.execute(self._insert_ignore(CachedResponseRow), list(cache.values()))
             if items:
-                conn.execute(self._insert_ignore(ItemRow), list(items.values()))
+                conn.execute(self._upsert_item(), list(items.values()))
             if run_items:
                 conn.execute(self._upsert_run_item(), run_items)
 
@@ -268,26 +368,30 @@ class Store:
             return [LLMCallRow.model_validate(r._mapping) for r in conn.execute(
                 query.order_by(LLMCallRow.id))]
 
-    def cost_summary(self, run_id: str) -> list[dict[str, Any]]:
-        """Calls, tokens and dollars by stage and model for one run."""
+    def cost_summary(self, run_id: str, *, made_here: bool = False) -> list[dict[str, Any]]:
+        """Calls, tokens and dollars by step and model of everything a run's results took,
+        across the processes that made them (a run resumed after a kill counts the calls made
+        before it); ``made_here``: only the calls this run made itself."""
         self.flush()
         t = LLMCallRow.__table__.c
+        if made_here:
+            which = t.run_id == run_id
+        else:
+            items = sa.select(RunItemRow.__table__.c.key).where(RunItemRow.__table__.c.run_id == run_id)
+            which = sa.or_(t.item_key.in_(items), sa.and_(t.run_id == run_id, t.item_key.is_(None)))
         query = (sa.select(t.stage, t.model, sa.func.count().label("calls"),
                            sa.func.sum(sa.cast(t.cached, sa.Integer)).label("cached"),
                            sa.func.sum(t.prompt_tokens).label("prompt_tokens"),
                            sa.func.sum(t.completion_tokens).label("completion_tokens"),
                            sa.func.sum(t.cost_usd).label("cost_usd"),
                            sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"))
-                 .where(t.run_id == run_id).group_by(t.stage, t.model).order_by(t.stage, t.model))
+                 .where(which).group_by(t.stage, t.model).order_by(t.stage, t.model))
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
 
     # -- cache -----------------------------------------------------------------------------
 
     def cached(self, request_hash: str) -> CachedResponseRow | None:
-        pending = self._pending_cache.get(request_hash)
-        if pending is not None:
-            return CachedResponseRow.model_validate(pending)
         with self.engine.connect() as conn:
             row = conn.execute(_CACHE_GET, {"h": request_hash}).first()
         return CachedResponseRow.model_validate(row._mapping) if row else None
@@ -342,23 +446,61 @@ class Store:
     def _insert_ignore(self, model: type[SQLModel]) -> Any:
         """INSERT that leaves an existing row (same primary key) as it is: several processes may
         finish the same item."""
-        table = model.__table__
+        return self._dialect_insert(model.__table__).on_conflict_do_nothing()
+
+    def _upsert_item(self) -> Any:
+        """An item is written once; only an unfinished one (an infra error, a budget stop) is
+        replaced by its finished version."""
+        table = ItemRow.__table__
+        stmt = self._dialect_insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=["key"], where=sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in UNFINISHED)),
+            set_={c: getattr(stmt.excluded, c) for c in ("step", "status", "halt", "note", "scores",
+                                                          "payload", "value_hash", "created_at")})
+
+    def _dialect_insert(self, table: Any) -> Any:
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        return insert(table).on_conflict_do_nothing()
+        return insert(table)
 
     def _upsert_run_item(self) -> Any:
-        table = RunItemRow.__table__
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(table)
+        stmt = self._dialect_insert(RunItemRow.__table__)
         return stmt.on_conflict_do_update(index_elements=["run_id", "step", "item"],
                                           set_={"key": stmt.excluded.key, "pos": stmt.excluded.pos,
                                                 "status": stmt.excluded.status})
+
+    # -- claims ----------------------------------------------------------------------------
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        """Take ``key`` for ``owner`` unless another live owner holds it (an expired claim is
+        taken over: its process died)."""
+        now = time.time()
+        c = ClaimRow.__table__.c
+        with self._writing() as conn:
+            row = conn.execute(sa.select(c.owner, c.expires_at).where(c.key == key)).first()
+            if row is not None and row.owner != owner and row.expires_at > now and _owner_alive(row.owner):
+                return False
+            if row is None:
+                conn.execute(sa.insert(ClaimRow.__table__).values(key=key, owner=owner, expires_at=now + ttl))
+            else:
+                conn.execute(sa.update(ClaimRow.__table__).where(c.key == key)
+                             .values(owner=owner, expires_at=now + ttl))
+        return True
+
+    def renew(self, owner: str, ttl: float) -> None:
+        c = ClaimRow.__table__.c
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(ClaimRow.__table__).where(c.owner == owner)
+                         .values(expires_at=time.time() + ttl))
+
+    def release(self, key: str, owner: str) -> None:
+        """Give ``key`` up, after committing what was made for it."""
+        self.flush()
+        c = ClaimRow.__table__.c
+        with self.engine.begin() as conn:
+            conn.execute(sa.delete(ClaimRow.__table__).where(c.key == key, c.owner == owner))
 
     # -- artefacts ---------------------------------------------------------------------------
 
@@ -374,10 +516,8 @@ class Store:
         calls are always in the log; an existing item is left as it is."""
         self.flush()
         with self.engine.begin() as conn:
-            if conn.execute(_ARTEFACT_HAS, {"k": kind, "h": key}).first() is None:
-                conn.execute(sa.insert(ArtefactRow.__table__).values(
-                    kind=kind, key=key, run_id=run_id, item=item, payload=payload,
-                    created_at=time.time()))
+            conn.execute(self._insert_ignore(ArtefactRow), [dict(
+                kind=kind, key=key, run_id=run_id, item=item, payload=payload, created_at=time.time())])
 
     def set_run_status(self, run_id: str, status: str, **config: Any) -> None:
         """Record how a run ended; ``config`` entries are added to its stored config."""
@@ -408,5 +548,4 @@ _ITEM_GET = sa.select(ItemRow.__table__).where(ItemRow.__table__.c.key == sa.bin
 _ART = ArtefactRow.__table__
 _ARTEFACT_GET = sa.select(_ART.c.payload).where(_ART.c.kind == sa.bindparam("k"),
                                                 _ART.c.key == sa.bindparam("h"))
-_ARTEFACT_HAS = sa.select(_ART.c.key).where(_ART.c.kind == sa.bindparam("k"),
-                                            _ART.c.key == sa.bindparam("h"))
+

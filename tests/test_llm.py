@@ -378,15 +378,17 @@ def test_cache_hit_makes_no_model_call_and_survives_a_new_run(tmp_path):
     assert not run(other_seed.structured(USER, Policies)).cached
 
 
-def test_buffered_rows_reach_the_database_on_flush(tmp_path):
+def test_an_answer_is_durable_at_once_and_other_rows_on_flush(tmp_path):
     store = Store.for_workspace(tmp_path)
     llm = LLM(store=store, run_id=store.start_run())
     outcome = run(llm.structured(USER, Policies))
     other = Store.for_workspace(tmp_path)  # another process's view of the same file
-    assert other.calls() == [] and other.cached(outcome.request_hash) is None
-    assert store.cached(outcome.request_hash) is not None  # the buffer already serves hits
-    store.flush()
+    # what was paid for is committed before the caller sees it: a kill cannot make us pay again
     assert len(other.calls()) == 1 and other.cached(outcome.request_hash) is not None
+    hit = run(llm.structured(USER, Policies))
+    assert hit.cached and len(other.calls()) == 1  # a cache hit's row waits for the next flush
+    store.flush()
+    assert len(other.calls()) == 2
 
 
 def test_identical_requests_in_flight_share_one_model_call():
@@ -435,7 +437,8 @@ def test_every_call_is_recorded_with_its_accounting(tmp_path, runner):
     lines = result.output.splitlines()
     assert lines[0] == f"run {run_id}"
     assert any(l.startswith("extract") and "gpt-4o-mini" in l for l in lines)
-    assert lines[-1].startswith("total") and lines[-1].split()[1] == "3"
+    total = next(l for l in lines if l.startswith("total"))
+    assert total.split()[1] == "3" and lines[-1].startswith("(what the run's results took")
 
     missing = runner.invoke(cli, ["cost", "nope", "--workspace", str(tmp_path)])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.stderr

@@ -108,19 +108,21 @@ class LLM:
 
     async def chat(self, messages: list[dict[str, Any]], *, role: str = "default",
                    stage: str | None = None, tools: list[dict[str, Any]] | None = None,
-                   tool_choice: Any = None) -> Outcome[ChatReply]:
-        """A chat completion, with tool calling when ``tools`` are given."""
+                   tool_choice: Any = None, item: str | None = None) -> Outcome[ChatReply]:
+        """A chat completion, with tool calling when ``tools`` are given. ``item`` is the step
+        item the call is made for (its cost counts for every run that uses the item)."""
         request = self._request(role, messages, tools=tools or None, tool_choice=tool_choice)
 
         async def invoke(provider: Any) -> tuple[ChatReply, Usage]:
             reply = await provider.chat(request)
             return reply, reply.usage
 
-        return await self._call("chat", role, stage, request, invoke,
+        return await self._call("chat", role, stage, request, invoke, item,
                                 decode=ChatReply.model_validate, encode=lambda r: r.model_dump())
 
     async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
-                         role: str = "default", stage: str | None = None) -> Outcome[M]:
+                         role: str = "default", stage: str | None = None,
+                         item: str | None = None) -> Outcome[M]:
         """An instance of ``response_model``; output that does not fit is re-asked with the
         validation error (``validation_retries`` times) before it counts as an infra error."""
         request = self._request(role, messages, response_schema=_schema_of(response_model))
@@ -128,17 +130,17 @@ class LLM:
         async def invoke(provider: Any) -> tuple[M, Usage]:
             return await provider.structured(request, response_model, self.settings.validation_retries)
 
-        return await self._call("structured", role, stage, request, invoke,
+        return await self._call("structured", role, stage, request, invoke, item,
                                 decode=response_model.model_validate,
                                 encode=lambda v: v.model_dump(mode="json", by_alias=True))
 
     async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
-                    invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
+                    invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]], item: str | None,
                     decode: Callable[[Any], Any], encode: Callable[[Any], Any]) -> Outcome:
         key = request.key()
         settings = self.settings_for(role)
         record = dict(run_id=self.run_id, stage=stage, role=role, model=request.model, kind=kind,
-                      request_hash=key)
+                      request_hash=key, item_key=item)
         if self.budget_exhausted:
             return self._budget_stop(key)
         provider = self.provider_for(role)  # a configuration error raises: the run cannot start

@@ -1,0 +1,124 @@
+"""Honest resume accounting and several processes on one workspace: a run's cost is every call
+its results took, across resumes; a killed run is not left 'running'; a budget stop is its own
+status and resumes; the stored config names the models really used; two processes running the
+same command on one workspace finish with the same report as one, paying for (almost) nothing
+twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from intellagent.cli import cli
+from intellagent.store import Store
+
+PRICED = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
+ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "24", *PRICED]
+
+
+def report_of(workspace: Path) -> dict:
+    path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
+    return json.loads(path.read_text())
+
+
+def comparable(report: dict) -> dict:
+    return {"metrics": report["metrics"], "items": report["items"], "outcomes": report["outcomes"]}
+
+
+def totals(cost_rows: list[dict]) -> tuple[int, float]:
+    made = sum(r["calls"] - r["cached"] for r in cost_rows)
+    return made, round(sum(r["cost_usd"] for r in cost_rows), 6)
+
+
+def finished(workspace: Path) -> int:
+    with sqlite3.connect(workspace / "intellagent.db") as conn:
+        return conn.execute("SELECT COUNT(*) FROM items WHERE step = 'intellagent/user-agent'").fetchone()[0]
+
+
+def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
+    reference = tmp_path / "reference"
+    assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
+    ws = tmp_path / "killed"
+    proc = subprocess.Popen(ARGS + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if (ws / "intellagent.db").exists() and finished(ws) >= 6:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = Store.for_workspace(ws).resolve_run("latest")  # looking at the runs reaps dead ones
+    with sqlite3.connect(ws / "intellagent.db") as conn:  # not left 'running' forever
+        assert conn.execute("SELECT status FROM runs WHERE id = ?", (killed,)).fetchone()[0] == "interrupted"
+
+    resumed = subprocess.run(ARGS + ["--workspace", str(ws)], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = report_of(reference), report_of(ws)
+    assert comparable(a) == comparable(b)
+    # the report's cost, and `intellagent cost`, count the calls made before the kill too
+    assert totals(b["cost"]) == totals(a["cost"]) and totals(a["cost"])[1] > 0
+    here = Store.for_workspace(ws).cost_summary(b["info"]["run_id"], made_here=True)
+    assert totals(here)[0] < totals(b["cost"])[0]  # this process alone paid for less
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        made = [h for h, in conn.execute("SELECT request_hash FROM llm_calls WHERE cached = 0")]
+    assert len(made) == len(set(made)), "an answer paid for before the kill was paid again"
+
+
+def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
+    ws = ["--workspace", str(tmp_path)]
+    stopped = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1.0", *PRICED, *ws])
+    assert stopped.exit_code == 0, stopped.output
+    assert "run status: budget-exhausted" in stopped.stdout
+    report = report_of(tmp_path)
+    statuses = {i["status"] for i in report["items"]}
+    assert "budget-exhausted" in statuses and "infra-error" not in statuses
+    assert report["info"]["status"] == "budget-exhausted"
+    resumed = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1000", *PRICED, *ws])
+    assert resumed.exit_code == 0 and "run status" not in resumed.stdout
+    assert "budget-exhausted" not in {i["status"] for i in report_of(tmp_path)["items"]}
+
+
+def test_the_stored_config_names_the_models_really_used(runner, tmp_path):
+    pipeline = tmp_path / "p.yaml"
+    text = (Path(__file__).resolve().parent.parent / "plugins" / "intellagent" / "pipeline.yaml").read_text()
+    pipeline.write_text(text.replace("default: {model: mock/schema}",
+                                     "default: {model: mock/scripted}\n  roles: {critic: {model: mock/scripted}}"))
+    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
+                                 "--model", "mock/schema", "--workspace", str(tmp_path / "ws")])
+    assert result.exit_code == 0, result.output
+    store = Store.for_workspace(tmp_path / "ws")
+    config = store.run_config(store.resolve_run("latest"))
+    assert config["spec"]["llm"]["default"]["model"] == "mock/schema"
+    assert config["spec"]["llm"]["roles"]["critic"]["model"] == "mock/schema"
+    assert set(report_of(tmp_path / "ws")["info"]["models"].values()) == {"mock/schema"}
+
+
+def test_two_processes_on_one_workspace(tmp_path):
+    reference = tmp_path / "one"
+    assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
+    shared = tmp_path / "two"
+    procs = [subprocess.Popen(ARGS + ["--workspace", str(shared)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONHASHSEED=str(i))) for i in (1, 2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, outs):
+        assert proc.returncode == 0, err
+    reports = [json.loads(p.read_text()) for p in shared.glob("runs/*/report.json")]
+    assert len(reports) == 2
+    expected = comparable(report_of(reference))
+    assert all(comparable(r) == expected for r in reports)
+    with sqlite3.connect(shared / "intellagent.db") as conn:
+        made = [h for h, in conn.execute("SELECT request_hash FROM llm_calls WHERE cached = 0")]
+    duplicated = len(made) - len(set(made))
+    assert duplicated <= 5, f"{duplicated} of {len(made)} calls paid twice"
+    with sqlite3.connect(reference / "intellagent.db") as conn:
+        alone = conn.execute("SELECT COUNT(*) FROM llm_calls WHERE cached = 0").fetchone()[0]
+    assert len(set(made)) == alone

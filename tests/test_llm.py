@@ -517,3 +517,11 @@ def test_a_refused_connection_is_not_reported_as_a_timeout():
     out = run(llm.chat(USER))
     run(llm.aclose())
     assert out.status.value == "infra-error" and "connection refused" in out.error
+
+
+def test_a_garbled_response_body_is_transient_even_inside_structured_output(openai_server):
+    openai_server.schedule("malformed", "malformed", "malformed", "malformed")
+    llm = http_llm(openai_server, validation_retries=2, max_retries=3)
+    out = run(llm.structured(USER, Policies))
+    run(llm.aclose())
+    assert out.ok, out.error  # four garbled bodies in a row, then an answer: retried, not "invalid output"

@@ -44,7 +44,8 @@ async def run_step(plugin: Any, env: Environment, *, llm: LLM | None = None,
 def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Path | None = None,
                  store: Store | None = None, registry: Any = None,
                  providers: dict[str, Any] | None = None, until: str | None = None,
-                 overrides: list[tuple[str, Any, str]] | None = None, hooks: Any = None) -> Any:
+                 overrides: list[tuple[str, Any, str]] | None = None, hooks: Any = None,
+                 progress_stream: Any = None) -> Any:
     """Run a pipeline to the end (or ``until`` a step); returns the runner's ``RunResult``.
     ``providers`` maps model names to provider objects (a ``ScriptedModel``, a
     ``FunctionModel``) used instead of building them from the settings."""
@@ -64,7 +65,7 @@ def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Pa
         llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed,
                   providers=providers)
         runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
-                        hooks=hooks, until=until)
+                        hooks=hooks, until=until, progress_stream=progress_stream)
         return await runner.run()
 
     return asyncio.run(go())

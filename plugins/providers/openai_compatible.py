@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import traceback
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -136,9 +137,19 @@ def _classify(exc: InstructorRetryException, model_name: str) -> ProviderError:
         if isinstance(cause, (ProviderError, openai.APIError)) and not isinstance(
                 cause, openai.APIResponseValidationError):
             return _translate(cause)
+        if isinstance(cause, json.JSONDecodeError) and _raised_reading_http(cause):
+            return MalformedResponse(f"the response body was not valid JSON: {_short(cause)}")
     n = getattr(exc, "n_attempts", None) or len(attempts) or 1
     return OutputInvalid(f"output did not fit {model_name} after {n} attempt{'s' if n > 1 else ''}: "
                          f"{_short(last)}")
+
+
+def _raised_reading_http(exc: BaseException) -> bool:
+    """A JSON error raised while reading the HTTP response (a truncated or garbled body: a
+    transport fault), not while reading the model's output."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(("httpx" in f.filename and "_models" in f.filename) or "openai/_response" in f.filename
+               or "openai/_legacy_response" in f.filename for f in frames)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

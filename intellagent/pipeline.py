@@ -8,7 +8,7 @@ come from (``from``: other steps) and whether it runs once or per item of anothe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -49,6 +49,11 @@ class ModelSettings(StrictModel):
                                                               "holding the API key.")
     temperature: float | None = None
     max_tokens: int | None = None
+    structured: Literal["auto", "tools", "json_schema", "json"] = Field(
+        default="auto", description="How structured output is asked for: a forced tool call "
+        "(tools), a JSON-Schema response format (json_schema), JSON mode with the schema in the "
+        "prompt (json), or auto: probe the endpoint once and keep the first mode that works "
+        "(tools on the OpenAI API itself).")
     timeout: float | None = Field(default=None, description="Seconds per request.")
     api_key: str | None = Field(default=None, description="Refused: name an environment variable "
                                                           "with api_key_env instead.")

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
 
-from intellagent.llm.errors import ProviderError, RequestTimeout
+from intellagent.llm.errors import ProviderError, RequestTimeout, ServerError
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
 from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
@@ -21,6 +21,7 @@ from intellagent.registry import Registry
 from intellagent.store import Store
 
 M = TypeVar("M", bound=BaseModel)
+SAME_ANSWERS = 3  # identical 5xx answers to one request after which retrying stops
 
 
 class LLM:
@@ -188,6 +189,7 @@ class LLM:
         started = time.perf_counter()
         attempts = 0
         error: ProviderError | None = None
+        same, last_server_error = 0, ""
         while True:
             attempts += 1
             try:
@@ -206,6 +208,14 @@ class LLM:
                 error = ProviderError(f"{type(exc).__name__}: {exc}")
             if not error.transient or attempts > self.settings.max_retries:
                 break
+            if isinstance(error, ServerError) and str(error).startswith("500 "):  # 502/503/504: later
+                same = same + 1 if str(error) == last_server_error else 1
+                last_server_error = str(error)
+                if same >= SAME_ANSWERS:  # the server refuses this very request: not a passing fault
+                    error = ServerError(f"the server answered this request the same way {same} times, "
+                                        f"so it rejects it: {error}")
+                    error.transient = False
+                    break
             await asyncio.sleep(self._backoff(attempts, getattr(error, "retry_after", None)))
 
         latency_ms = (time.perf_counter() - started) * 1000

@@ -37,15 +37,6 @@ class ChatReply(BaseModel):
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
 
-    def as_message(self) -> dict[str, Any]:
-        """The reply as an assistant message to append to the conversation."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in self.tool_calls]
-        return message
-
 
 class ChatRequest(BaseModel):
     """One request. Its ``key`` addresses the cache: everything that shapes the answer."""

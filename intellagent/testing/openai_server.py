@@ -25,6 +25,17 @@ from intellagent.llm.fabricate import WORDS, fabricate
 
 FAULTS = ("429", "500", "503", "reset", "timeout", "malformed", "invalid")
 
+#: Behaviours of real servers the test server can imitate:
+#: - ``ignore-tool-choice``: a named tool choice is ignored; the answer is plain text (llama.cpp's
+#:   ``llama-server``), so structured output through tools fails while ``json_schema`` works;
+#: - ``json-schema-500``: a ``json_schema`` response format is answered with HTTP 500
+#:   (``llama_cpp.server``), while a named tool call works;
+#: - ``reject-null-content``: a message whose ``content`` is null is answered with HTTP 500
+#:   (``llama_cpp.server``);
+#: - ``tools-as-text``: offered tools with automatic choice, the model writes its tool call as
+#:   JSON text in the content instead of a tool call (a chat template without tool support).
+QUIRKS = ("ignore-tool-choice", "json-schema-500", "reject-null-content", "tools-as-text")
+
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
@@ -34,8 +45,13 @@ class OpenAIServer:
     def __init__(self, *, latency: float = 0.0, fault_rate: float = 0.0,
                  fault_kinds: Iterable[str] = FAULTS, faults: Iterable[str] = (),
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
-                 responder: Responder | None = None, list_items: int | None = None) -> None:
+                 responder: Responder | None = None, list_items: int | None = None,
+                 quirks: Iterable[str] = ()) -> None:
         self.latency = latency
+        self.quirks = set(quirks)
+        unknown = self.quirks - set(QUIRKS)
+        if unknown:
+            raise ValueError(f"unknown quirk {sorted(unknown)[0]!r}; known: {', '.join(QUIRKS)}")
         self.fault_rate = fault_rate
         self.fault_kinds = list(fault_kinds)
         self.scheduled: deque[str] = deque(faults)  # faults for the next requests, in order
@@ -173,8 +189,21 @@ class OpenAIServer:
         if fault == "malformed":
             self._send_raw(writer, 200, b'{"id": "chatcmpl-x", "choices": [{"mess')
             return True
+        refusal = self._quirk_refusal(request)
+        if refusal:
+            self._send(writer, 500, {"error": {"message": refusal}})
+            return True
         self._send(writer, 200, self._completion(request, invalid=fault == "invalid"))
         return True
+
+    def _quirk_refusal(self, request: dict[str, Any]) -> str | None:
+        if "reject-null-content" in self.quirks and any(
+                m.get("content") is None for m in request.get("messages", [])):
+            return "Input should be a valid string: messages.content"
+        if "json-schema-500" in self.quirks and \
+                (request.get("response_format") or {}).get("type") == "json_schema":
+            return "json_schema response format is not supported"
+        return None
 
     def _next_fault(self) -> str | None:
         if self.scheduled:
@@ -201,7 +230,7 @@ class OpenAIServer:
         rng = random.Random(f"{self._seed}:{digest}")
         message = self.responder(request) if self.responder else None
         if message is None:
-            message = self._fabricated(request, rng, invalid, self.list_items)
+            message = self._fabricated(request, rng, invalid, self.list_items, self.quirks)
         text = json.dumps(message)
         return {
             "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": int(time.time()),
@@ -215,26 +244,49 @@ class OpenAIServer:
 
     @staticmethod
     def _fabricated(request: dict[str, Any], rng: random.Random, invalid: bool,
-                    list_items: int | None = None) -> dict[str, Any]:
+                    list_items: int | None = None, quirks: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
         tools = request.get("tools") or []
         choice = request.get("tool_choice")
         forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        if "ignore-tool-choice" in quirks:
+            forced = None
         response_format = request.get("response_format") or {}
         last_role = (request.get("messages") or [{}])[-1].get("role")
-        if forced or (tools and last_role != "tool" and rng.random() < 0.5):
+        if forced or (tools and last_role != "tool" and not isinstance(choice, dict) and rng.random() < 0.5):
             tool = next((t["function"] for t in tools if t["function"]["name"] == forced),
                         rng.choice(tools)["function"] if tools else {"name": forced})
             args = {"unexpected": "shape"} if invalid else fabricate(
                 tool.get("parameters", {"type": "object"}), rng, list_items=list_items)
+            if "tools-as-text" in quirks and not forced:
+                text = "```json\n" + json.dumps({"name": tool["name"], "arguments": args}) + "\n```"
+                return {"role": "assistant", "content": text}
             return {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_{rng.getrandbits(32):08x}", "type": "function",
                 "function": {"name": tool["name"], "arguments": json.dumps(args)}}]}
+        schema = None
         if response_format.get("type") == "json_schema":
             schema = response_format["json_schema"].get("schema", {})
+        elif response_format.get("type") == "json_object":  # instructor's JSON mode: the schema is in the prompt
+            schema = _schema_in_prompt(request.get("messages") or [])
+        if schema is not None:
             content = "{}" if invalid else json.dumps(fabricate(schema, rng, list_items=list_items))
             return {"role": "assistant", "content": content}
         words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 12)))
         return {"role": "assistant", "content": f"Test server reply: {words}."}
+
+
+def _schema_in_prompt(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON Schema a JSON-mode prompt asks for (the first JSON object after 'json_schema')."""
+    for m in messages:
+        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        at = text.find("json_schema")
+        start = text.find("{", at) if at >= 0 else -1
+        if start >= 0:
+            try:
+                return json.JSONDecoder().raw_decode(text[start:])[0]
+            except json.JSONDecodeError:
+                continue
+    return {"type": "object"}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -249,12 +301,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--retry-after", type=float, default=0.05)
     parser.add_argument("--timeout-hang", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quirk", action="append", default=[], choices=QUIRKS,
+                        help="Imitate a real server's behaviour (repeatable).")
     parser.add_argument("--list-items", type=int, default=None,
                         help="Fabricate arrays of this length where the schema allows.")
     args = parser.parse_args(argv)
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
-                          seed=args.seed, list_items=args.list_items).start()
+                          seed=args.seed, list_items=args.list_items, quirks=args.quirk).start()
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

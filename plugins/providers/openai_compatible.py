@@ -25,6 +25,14 @@ from intellagent_plugins.providers import instructor_memo
 
 M = TypeVar("M", bound=BaseModel)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
+         "json": instructor.Mode.JSON}
+
+
+class Probe(BaseModel):
+    """A structured answer any endpoint that supports a mode can give."""
+
+    ok: bool
 
 logging.getLogger("instructor").setLevel(logging.CRITICAL)  # we report failures ourselves
 
@@ -54,20 +62,56 @@ class OpenAIProvider:
                 raise RealModelForbidden(f"no API key for model '{settings.model}': set {key_var}")
             api_key = "local"
         self.model = settings.model
+        self.base_url = base_url
         self._client_args = dict(base_url=base_url, api_key=api_key, max_retries=0,
                                  timeout=settings.timeout or 120.0)
-        self._clients: dict[int, tuple[openai.AsyncOpenAI, Any]] = {}
+        self._clients: dict[int, tuple[openai.AsyncOpenAI, dict[str, Any]]] = {}
+        # auto: the OpenAI API itself is known to take a forced tool call; any other endpoint
+        # is probed once (per process) and the first mode that works is kept
+        self.mode: str | None = settings.structured if settings.structured != "auto" else (
+            "tools" if base_url is None else None)
+        self._probe_lock: asyncio.Lock | None = None
 
-    def _for_this_loop(self) -> tuple[openai.AsyncOpenAI, Any]:
+    def _for_this_loop(self, mode: str = "tools") -> tuple[openai.AsyncOpenAI, Any]:
         """HTTP connections belong to one event loop: one client per loop that uses us."""
         loop = id(asyncio.get_running_loop())
         if loop not in self._clients:
             # aiohttp moves requests with about a third less CPU than the default httpx transport
             http = openai.DefaultAioHttpClient() if hasattr(openai, "DefaultAioHttpClient") else None
             client = openai.AsyncOpenAI(**self._client_args, **({"http_client": http} if http else {}))
-            self._clients[loop] = (client, instructor.from_openai(client, mode=instructor.Mode.TOOLS))
+            self._clients[loop] = (client, {})
+        client, by_mode = self._clients[loop]
+        if mode not in by_mode:
+            by_mode[mode] = instructor.from_openai(client, mode=MODES[mode])
             instructor_memo.apply()  # after from_openai, which imports the modules to patch
-        return self._clients[loop]
+        return client, by_mode[mode]
+
+    async def structured_mode(self) -> str:
+        """The structured-output mode of this endpoint (probed once when ``auto``)."""
+        if self.mode is not None:
+            return self.mode
+        if self._probe_lock is None:
+            self._probe_lock = asyncio.Lock()
+        async with self._probe_lock:
+            if self.mode is None:
+                self.mode = await self._probe()
+        return self.mode
+
+    async def _probe(self) -> str:
+        failures = []
+        for mode in ("tools", "json_schema", "json"):
+            try:
+                _, client = self._for_this_loop(mode)
+                await client.chat.completions.create(
+                    model=self.model, response_model=Probe, max_retries=0,
+                    messages=[{"role": "user", "content": "Answer with ok set to true."}])
+                logging.getLogger("intellagent").info("structured output at %s: %s", self.base_url, mode)
+                return mode
+            except Exception as exc:  # this mode does not work here: try the next
+                failures.append(f"{mode}: {_short(_classify(exc, 'Probe') if isinstance(exc, InstructorRetryException) else _translate(exc))}")
+        raise RequestRejected(f"no structured-output mode works at {self.base_url} for "
+                              f"{self.model} ({'; '.join(failures)}); set `structured:` in the "
+                              "model's settings")
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": request.messages}
@@ -100,7 +144,7 @@ class OpenAIProvider:
         params = self._params(request)
         params.pop("tool_choice", None)
         try:
-            _, structured_client = self._for_this_loop()
+            _, structured_client = self._for_this_loop(await self.structured_mode())
             value, completion = await structured_client.chat.completions.create_with_completion(
                 response_model=response_model, max_retries=validation_retries, **params)
         except InstructorRetryException as exc:

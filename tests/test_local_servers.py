@@ -1,0 +1,108 @@
+"""Real OpenAI-compatible servers differ: the local test server imitates their quirks, and each
+structured-output mode, the auto probe, the message format, repeated server errors, per-item
+degradation and the tool-calls-as-text warning are checked against it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from intellagent.cli import cli
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.testing.openai_server import OpenAIServer
+from tests.conftest import REPO
+
+
+class Answer(BaseModel):
+    score: int = Field(ge=0, le=10)
+    why: str
+
+
+def ask(server: OpenAIServer, mode: str, **settings):
+    llm = LLM(LLMSettings(default=ModelSettings(model="m", base_url=server.base_url, structured=mode),
+                          backoff_base=0.01, **settings))
+
+    async def go():
+        try:
+            return await llm.structured([{"role": "user", "content": "rate it"}], Answer)
+        finally:
+            await llm.aclose()
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("quirk,works,fails", [
+    ("ignore-tool-choice", ["json_schema", "json"], ["tools"]),   # llama-server
+    ("json-schema-500", ["tools", "json"], ["json_schema"]),      # llama_cpp.server
+    (None, ["tools", "json_schema", "json"], []),
+])
+def test_each_structured_mode_against_each_kind_of_server(quirk, works, fails):
+    for mode in works + fails:
+        with OpenAIServer(quirks=[quirk] if quirk else []) as server:
+            out = ask(server, mode, max_retries=1)
+            assert out.ok == (mode in works), (quirk, mode, out.error)
+            sent = server.requests[0]
+            if mode == "tools":
+                assert sent["tool_choice"]["function"]["name"] == "Answer"
+            elif mode == "json_schema":
+                assert sent["response_format"]["type"] == "json_schema"
+            else:
+                assert sent["response_format"] == {"type": "json_object"}
+                assert '"score"' in sent["messages"][0]["content"]  # the schema goes in the prompt
+
+
+@pytest.mark.parametrize("quirk,mode", [("ignore-tool-choice", "json_schema"), ("json-schema-500", "tools")])
+def test_auto_probes_once_and_keeps_the_mode_that_works(quirk, mode):
+    with OpenAIServer(quirks=[quirk]) as server:
+        llm = LLM(LLMSettings(default=ModelSettings(model="m", base_url=server.base_url), backoff_base=0.01))
+
+        async def go():
+            try:
+                return [await llm.structured([{"role": "user", "content": f"rate {i}"}], Answer)
+                        for i in range(3)]
+            finally:
+                await llm.aclose()
+        outcomes = asyncio.run(go())
+        assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+        provider = next(iter(llm._providers.values()))
+        assert provider.mode == mode
+        probes = [r for r in server.requests if "Answer with ok set to true" in json.dumps(r["messages"])]
+        assert len(server.requests) - len(probes) == 3 and len(probes) <= 2  # probed once, then kept
+
+
+def test_no_mode_at_all_says_so():
+    with OpenAIServer(quirks=["ignore-tool-choice", "json-schema-500"], responder=lambda r: {
+            "role": "assistant", "content": "I do not do JSON."}) as server:
+        out = ask(server, "auto", max_retries=0)
+    assert not out.ok and "no structured-output mode works at" in out.error
+    assert "set `structured:`" in out.error
+
+
+def test_a_500_that_repeats_for_the_same_request_is_permanent_with_the_servers_message():
+    with OpenAIServer(quirks=["json-schema-500"]) as server:
+        out = ask(server, "json_schema", max_retries=8)
+    assert not out.ok
+    assert "answered this request the same way 3 times" in out.error
+    assert "json_schema response format is not supported" in out.error
+    assert len(server.requests) == 3  # not all eight retries burnt
+
+
+def test_assistant_turns_with_tool_calls_are_sent_with_string_content(runner, tmp_path):
+    """llama_cpp.server answers 500 to content: null; a whole dialog with tool calls must pass."""
+    with OpenAIServer(quirks=["reject-null-content"]) as server:
+        pipeline = tmp_path / "p.yaml"
+        pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
+            "default: {model: mock/schema}",
+            f"default: {{model: mock/schema}}\n  roles: {{agent: {{model: m, base_url: '{server.base_url}'}}}}"))
+        result = runner.invoke(cli, ["run", "airline", "--pipeline", str(pipeline), "--events", "6",
+                                     "--workspace", str(tmp_path / "ws")])
+        assert result.exit_code == 0, result.output
+        with_calls = [r for r in server.requests
+                      if any(m.get("tool_calls") for m in r["messages"] if m["role"] == "assistant")]
+        assert with_calls  # the agent did call tools, and its tool-call turns went back to the server
+        assert all(m["content"] is not None for r in server.requests for m in r["messages"])
+    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    assert not any(i["status"] == "infra-error" for i in report["items"])

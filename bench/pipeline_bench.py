@@ -78,7 +78,7 @@ def sampling(count: int) -> None:
 
     settings = LLMSettings(default=ModelSettings(model="mock/schema", options={"list_items": 5}))
     graph = asyncio.run(run_step(PolicyGraphExtractor(ExtractorConfig()), env, seed=1,
-                                 llm=LLM(settings, store=Store.in_memory(), seed=1)))
+                                 llm=LLM(settings, store=Store.in_memory(), seed=1))).value
     tracemalloc.start()
     started = time.perf_counter()
     specs = WeightedWalk(SamplerConfig(events=count)).run(step_context(env, seed=1), graph)

@@ -334,8 +334,15 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
                + (f" ({outcomes})" if outcomes else ""))
     for line in report.headlines():
         click.echo(f"  {line}")
+    for s in report.steps:
+        for warning, n in s.warnings.items():
+            click.echo(f"  warning: {n} {s.name} item(s): {warning}")
+    unfinished = sum(n for s in report.steps for k, n in s.statuses.items() if k == "infra-error")
     if report.info.status != "done":
         click.echo(f"  run status: {report.info.status}")
+    elif unfinished:
+        click.echo(f"  {unfinished} item(s) could not finish (infra errors, see the report); run the "
+                   "same command again to retry them")
     for path in result.paths:
         click.echo(f"report: {path}")
 
@@ -419,19 +426,25 @@ def cost(run: str, workspace: Path) -> None:
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
     header = f"{'step':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
-             f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10}"
+             f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10} {'request s':>9} {'queued s':>9}"
     click.echo(header)
     totals = {"calls": 0, "cached": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
               "cost_usd": 0.0}
+
+    def seconds(ms: float | None) -> str:
+        return "–" if ms is None else f"{ms / 1000:.2f}"
+
     for r in rows:
         click.echo(f"{(r['stage'] or '-'):<12} {r['model']:<24} {r['calls']:>6} {r['cached']:>6} "
                    f"{r['failed']:>6} {r['prompt_tokens']:>11} {r['completion_tokens']:>11} "
-                   f"{r['cost_usd']:>10.4f}")
+                   f"{r['cost_usd']:>10.4f} {seconds(r['request_ms']):>9} {seconds(r['queue_ms']):>9}")
         for k in totals:
             totals[k] += r[k]
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
+    click.echo("(request s: mean seconds from a request to its answer, retries included; queued s: "
+               "mean seconds waiting for a concurrency slot or the rate limits before it)")
     here = store.cost_summary(run_id, made_here=True)
     paid = sum(r["cost_usd"] for r in here)
     made = sum(r["calls"] - r["cached"] for r in here)

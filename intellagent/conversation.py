@@ -51,6 +51,35 @@ class Dialog(BaseModel):
     stop_disputed: bool = Field(default=False, description="The reviewer still disagreed with the "
                                                            "user's stop after the last feedback.")
     tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
+    warnings: list[str] = Field(default_factory=list, description="Signs of a broken setup, e.g. "
+                                "tool calls written as text.")
+
+
+TOOL_CALLS_AS_TEXT = ("the agent wrote tool calls as text instead of calling the tools; check the "
+                      "chat template and the tool-choice support of the server it runs on")
+
+
+def tool_call_in_text(text: str | None, tool_names: set[str]) -> bool:
+    """Does ``text`` hold a tool call written out (a JSON object naming one of the tools, bare,
+    in a code fence or in <tool_call> tags) rather than made through the API?"""
+    if not text or not tool_names or "{" not in text:
+        return False
+    decoder = json.JSONDecoder()
+    at = text.find("{")
+    while at >= 0:
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        calls = value if isinstance(value, list) else [value]
+        for call in calls:
+            if isinstance(call, dict):
+                inner = call.get("function") if isinstance(call.get("function"), dict) else call
+                if inner.get("name") in tool_names and any(k in inner for k in ("arguments", "parameters")):
+                    return True
+        at = text.find("{", end)
+    return False
 
 
 @dataclass

@@ -4,7 +4,7 @@ in memory, decoded with the types the steps declared."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterator
 
@@ -26,6 +26,7 @@ class RunItem:
     scores: list[Score]
     key: str
     payload: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @lru_cache(maxsize=256)
@@ -51,7 +52,7 @@ class RunData:
             scores = [Score.model_validate(s) for s in json.loads(row["scores"] or "[]")]
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
                           note=row["note"] or "", scores=scores, key=row["key"],
-                          payload=row.get("payload"))
+                          payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"))
 
     def scores(self, name: str | None = None, step: str | None = None) -> Iterator[tuple[RunItem, Score]]:
         for item in self.items(step):
@@ -86,6 +87,8 @@ class StepSummary(BaseModel):
     statuses: dict[str, int] = Field(default_factory=dict)
     notes: dict[str, int] = Field(default_factory=dict, description="Why items ended with another "
                                   "status than ok, pass or fail: note → count (most common).")
+    warnings: dict[str, int] = Field(default_factory=dict, description="Warnings on the items: "
+                                     "warning → how many items carry it.")
 
 
 def summarize(data: RunData) -> list[StepSummary]:
@@ -95,6 +98,8 @@ def summarize(data: RunData) -> list[StepSummary]:
         notes: dict[str, int] = {}
         for item in data.items(s.name):
             summary.items += 1
+            for warning in item.warnings:
+                summary.warnings[warning] = summary.warnings.get(warning, 0) + 1
             summary.statuses[item.status] = summary.statuses.get(item.status, 0) + 1
             if item.status not in ("ok", "pass", "fail") and item.note:
                 reason = item.note.split(":")[0][:120]

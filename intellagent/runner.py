@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 import os
 import sys
 import time
@@ -405,6 +406,7 @@ class Runner:
         value_hash = text_hash(payload)
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
                             note=out.note, payload=payload, value_hash=value_hash,
+                            warnings=json.dumps(out.warnings),
                             scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
         return Held(value, value_hash, out.status, out.halts)
 

@@ -58,6 +58,9 @@ class Output(BaseModel, Generic[T]):
     halt: bool = False
     scores: list[Score] = Field(default_factory=list)
     note: str = Field(default="", description="Why, for a status other than ok.")
+    warnings: list[str] = Field(default_factory=list, description="What a person should look at "
+                                "although the item went through (a part skipped, a suspicious "
+                                "answer); the report counts and shows them.")
 
     @property
     def halts(self) -> bool:

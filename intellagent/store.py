@@ -67,7 +67,8 @@ class LLMCallRow(SQLModel, table=True):
     attempts: int = 1
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    latency_ms: float = 0.0
+    latency_ms: float = 0.0  # from the request to its answer (with retries and back-off)
+    queue_ms: float = 0.0  # before: waiting for a concurrency slot and the rate limits
     cost_usd: float = 0.0
     outcome: str  # "ok" | "infra-error" | "budget-exhausted"
     error: str | None = None
@@ -107,6 +108,7 @@ class ItemRow(SQLModel, table=True):
     status: str = "ok"
     halt: bool = False
     note: str = ""
+    warnings: str = "[]"  # JSON list of strings
     scores: str = "[]"  # JSON list of Score
     payload: str  # JSON of the value
     value_hash: str  # sha256 of payload: the item's identity for the steps that consume it
@@ -175,6 +177,8 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (4, "claims; llm_calls.item_key; runs.pid, runs.host", _all(
         _create(ClaimRow), _add_columns("llm_calls", {"item_key": "VARCHAR"}, index=("item_key",)),
         _add_columns("runs", {"pid": "INTEGER", "host": "VARCHAR"}))),
+    (5, "items.warnings", _add_columns("items", {"warnings": "VARCHAR DEFAULT '[]'"})),
+    (6, "llm_calls.queue_ms", _add_columns("llm_calls", {"queue_ms": "FLOAT DEFAULT 0"})),
 ]
 
 UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
@@ -384,7 +388,9 @@ class Store:
                            sa.func.sum(t.prompt_tokens).label("prompt_tokens"),
                            sa.func.sum(t.completion_tokens).label("completion_tokens"),
                            sa.func.sum(t.cost_usd).label("cost_usd"),
-                           sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"))
+                           sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"),
+                           sa.func.avg(sa.case((t.cached == sa.false(), t.latency_ms))).label("request_ms"),
+                           sa.func.avg(sa.case((t.cached == sa.false(), t.queue_ms))).label("queue_ms"))
                  .where(which).group_by(t.stage, t.model).order_by(t.stage, t.model))
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
@@ -408,11 +414,11 @@ class Store:
         return ItemRow.model_validate(row._mapping) if row else None
 
     def put_item(self, *, key: str, step: str, status: str, halt: bool, note: str, scores: str,
-                 payload: str, value_hash: str) -> None:
+                 payload: str, value_hash: str, warnings: str = "[]") -> None:
         """Record a finished item (buffered; committed after the calls that made it)."""
         self._pending_items.setdefault(key, dict(
             key=key, step=step, status=status, halt=halt, note=note, scores=scores,
-            payload=payload, value_hash=value_hash, created_at=time.time()))
+            payload=payload, value_hash=value_hash, created_at=time.time(), warnings=warnings))
         self._maybe_flush()
 
     def record_run_item(self, run_id: str, step: str, item: str, pos: str, key: str,
@@ -429,7 +435,7 @@ class Store:
         self.flush()
         ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
         columns = [ri.step, ri.item, ri.pos, ri.key, ri.status, it.halt, it.note, it.scores,
-                   it.value_hash]
+                   it.value_hash, it.warnings]
         if payload:
             columns.append(it.payload)
         query = sa.select(*columns).join_from(RunItemRow.__table__, ItemRow.__table__,
@@ -456,7 +462,8 @@ class Store:
         return stmt.on_conflict_do_update(
             index_elements=["key"], where=sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in UNFINISHED)),
             set_={c: getattr(stmt.excluded, c) for c in ("step", "status", "halt", "note", "scores",
-                                                          "payload", "value_hash", "created_at")})
+                                                          "payload", "value_hash", "created_at",
+                                                          "warnings")})
 
     def _dialect_insert(self, table: Any) -> Any:
         if self.engine.dialect.name == "postgresql":
@@ -539,7 +546,7 @@ class Store:
 _CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]
 _CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
     "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
-    "latency_ms": 0.0, "cost_usd": 0.0}
+    "latency_ms": 0.0, "queue_ms": 0.0, "cost_usd": 0.0}
 _INSERT_CALL = sa.insert(LLMCallRow.__table__)
 _INSERT_CACHE = sa.insert(CachedResponseRow.__table__)
 _CACHE_TABLE = CachedResponseRow.__table__

@@ -64,7 +64,7 @@ def extract(store: Store, model: FunctionModel, edges: str = "per-policy", env_p
     env = load_environment(env_path or REPO / "environments" / "airline")
     llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), store=store,
               providers={"test/fn": model})
-    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(edges=edges)), env, llm=llm, seed=1))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(edges=edges)), env, llm=llm, seed=1)).value
     return graph, Counter(c.role for c in store.calls())
 
 
@@ -110,7 +110,7 @@ def test_no_cap_on_policies_and_the_edge_call_count_for_any_size(flows, block, e
     store = Store.in_memory()
     llm = LLM(LLMSettings(default=ModelSettings(model="test/fn")), store=store,
               providers={"test/fn": make_model(per_flow=10, extra_flows=flows - 2)})
-    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(block_size=block)), env, llm=llm))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config(block_size=block)), env, llm=llm)).value
     p = len(graph.policies)
     assert p == 10 * flows  # every policy kept (there used to be a silent cap at 60)
     edge_calls = Counter(c.role for c in store.calls())["edges"]
@@ -145,20 +145,51 @@ def test_unchanged_graph_costs_nothing_and_one_changed_policy_costs_one_call(tmp
     assert {(e.a, e.b): e.weight for e in changed.edges if "P7" not in (e.a, e.b)} == unchanged_pairs
 
 
-def test_extraction_failure_is_a_clear_error():
-    from intellagent.errors import IntellagentError
+def test_when_nothing_can_be_extracted_the_item_is_an_infra_error_that_says_why():
     from intellagent_plugins.providers.mock import ScriptedModel
 
     env = load_environment(REPO / "environments" / "education")
-    store = Store.in_memory()
-    llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted")), store=store,
+    llm = LLM(LLMSettings(default=ModelSettings(model="mock/scripted")),
               providers={"mock/scripted": ScriptedModel([])})
-    with pytest.raises(IntellagentError, match="policy extraction failed: invalid-output"):
-        asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=llm))
+    out = asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=llm))
+    assert out.status == "infra-error" and out.value is None
+    assert out.note.startswith("the conversation flows could not be extracted: invalid-output")
+
+
+def failing(reply, fails):
+    """``reply``, except that the requests ``fails(request, model)`` picks get an invalid answer."""
+    def answer(request, model):
+        return {"nonsense": True} if fails(request, model) else reply(request, model)
+    return answer
+
+
+def test_one_bad_answer_costs_its_item_not_the_graph():
+    base = make_model()
+    model = FunctionModel(failing(base.fn, lambda r, m: m.__name__ == "FlowPolicies"
+                                  and "Flow: refunds" in r.messages[-1]["content"]))
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn"), validation_retries=0),
+              providers={"test/fn": model})
+    out = asyncio.run(run_step(PolicyGraphExtractor(Config()), load_environment(REPO / "environments" / "airline"),
+                               llm=llm))
+    graph = out.value
+    assert out.status == "ok" and {p.flow for p in graph.policies} == {"booking"}
+    assert len(graph.policies) == POLICIES_PER_FLOW
+    assert out.warnings == graph.warnings and "the policies of flow 'refunds' could not be extracted" in out.warnings[0]
+
+    broken_edges = FunctionModel(failing(base.fn, lambda r, m: m.__name__.startswith("EdgeScores")
+                                         and "(P1)" in r.messages[-1]["content"]))
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn"), validation_retries=0),
+              providers={"test/fn": broken_edges})
+    out = asyncio.run(run_step(PolicyGraphExtractor(Config()), load_environment(REPO / "environments" / "airline"),
+                               llm=llm))
+    p = len(out.value.policies)
+    assert out.status == "ok" and len(out.value.edges) == p * (p - 1) // 2
+    assert f"{p - 1} pair(s) of policies could not be scored, so they weigh 0" in out.warnings[0]
+    assert all(e.weight == 0 for e in out.value.edges if "P1" in (e.a, e.b))
 
 
 def test_mock_schema_builds_a_graph_offline():
     env = load_environment(REPO / "environments" / "retail")
-    graph = asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=LLM(seed=3), seed=3))
+    graph = asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=LLM(seed=3), seed=3)).value
     assert graph.policies and all(1 <= p.challenge <= 5 for p in graph.policies)
     assert len(graph.edges) == len(graph.policies) * (len(graph.policies) - 1) // 2

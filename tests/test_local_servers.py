@@ -106,3 +106,56 @@ def test_assistant_turns_with_tool_calls_are_sent_with_string_content(runner, tm
         assert all(m["content"] is not None for r in server.requests for m in r["messages"])
     report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
     assert not any(i["status"] == "infra-error" for i in report["items"])
+
+
+def test_an_agent_that_writes_tool_calls_as_text_is_flagged_not_passed_silently(runner, tmp_path):
+    from intellagent.conversation import tool_call_in_text
+
+    names = {"get_user_details", "book_reservation"}
+    assert tool_call_in_text('```json\n{"name": "get_user_details", "arguments": {"user_id": "x"}}\n```', names)
+    assert tool_call_in_text('<tool_call>{"name": "book_reservation", "parameters": {}}</tool_call>', names)
+    assert not tool_call_in_text('Your booking {"ref": "ZFA04Y"} is confirmed.', names)
+    assert not tool_call_in_text('{"name": "Ana", "arguments": "none"}', names)
+
+    with OpenAIServer(quirks=["tools-as-text"]) as server:
+        pipeline = tmp_path / "p.yaml"
+        pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
+            "default: {model: mock/schema}",
+            f"default: {{model: mock/schema}}\n  roles: {{agent: {{model: m, base_url: '{server.base_url}'}}}}"))
+        result = runner.invoke(cli, ["run", "airline", "--pipeline", str(pipeline), "--events", "6",
+                                     "--workspace", str(tmp_path / "ws")])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.stdout and "wrote tool calls as text" in result.stdout
+    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    dialogs = [s for s in report["steps"] if s["name"] == "dialogs"][0]
+    flagged = sum(dialogs["warnings"].values())
+    assert flagged and all(not t["tool_calls"] for i in report["items"] if i["step"] == "dialogs"
+                           for t in i["value"]["turns"] if t["role"] == "assistant")
+    html = next((tmp_path / "ws").glob("runs/*/report.html")).read_text()
+    assert "id=warnings" in html and "wrote tool calls as text" in html
+
+
+def test_queue_time_is_recorded_apart_from_request_time(runner, tmp_path):
+    import sqlite3
+
+    from intellagent.store import Store
+
+    with OpenAIServer(latency=0.2) as server:
+        store = Store.for_workspace(tmp_path)
+        llm = LLM(LLMSettings(default=ModelSettings(model="m", base_url=server.base_url, structured="tools"),
+                              max_concurrency=1), store=store, run_id=store.start_run())
+
+        async def go():
+            try:
+                return await asyncio.gather(*[llm.chat([{"role": "user", "content": f"q{i}"}]) for i in range(4)])
+            finally:
+                await llm.aclose()
+        asyncio.run(go())
+    with sqlite3.connect(tmp_path / "intellagent.db") as conn:
+        rows = conn.execute("SELECT latency_ms, queue_ms FROM llm_calls ORDER BY queue_ms").fetchall()
+    assert len(rows) == 4
+    assert all(latency > 190 for latency, _ in rows)
+    assert all(latency < 600 for latency, _ in rows[1:])  # a queued request is still only ~0.2 s
+    assert rows[0][1] < 50 and rows[-1][1] > 500  # the last one waited behind three others
+    out = runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
+    assert "request s" in out and "queued s" in out

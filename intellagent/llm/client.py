@@ -187,16 +187,19 @@ class LLM:
         timeout = settings.timeout or self.settings.timeout
         estimate = len(json.dumps(request.messages)) // 4 + (request.max_tokens or 256)
         started = time.perf_counter()
+        queued = 0.0  # waiting for a concurrency slot and the rate limiter, not for the model
         attempts = 0
         error: ProviderError | None = None
         same, last_server_error = 0, ""
         while True:
             attempts += 1
             try:
+                waiting = time.perf_counter()
                 async with self._semaphore:
                     if attempts == 1 and self.budget_exhausted:  # spent while waiting for a slot
                         return self._budget_stop(key)
                     await self.limiter.acquire(estimate)
+                    queued += time.perf_counter() - waiting
                     value, usage = await asyncio.wait_for(invoke(provider), timeout)
                 error = None
                 break
@@ -218,7 +221,8 @@ class LLM:
                     break
             await asyncio.sleep(self._backoff(attempts, getattr(error, "retry_after", None)))
 
-        latency_ms = (time.perf_counter() - started) * 1000
+        latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off
+        record["queue_ms"] = queued * 1000
         if error is not None:
             reason = f"{error.kind}: {error}" + (f" (after {attempts} attempts)" if attempts > 1 else "")
             self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,

@@ -47,6 +47,8 @@ class PolicyGraph(BaseModel):
     flows: list[str]
     policies: list[Policy]
     edges: list[Edge] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list, description="Parts that could not be "
+                                "extracted (a flow's policies, edge scores), left out or at 0.")
 
     def policy(self, pid: str) -> Policy:
         return next(p for p in self.policies if p.id == pid)

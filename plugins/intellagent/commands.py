@@ -37,7 +37,12 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
     env = load_environment(environment_path(registry, environment))
     result = asyncio.run(run_plan(plan, env, store=Store.for_workspace(workspace),
                                   registry=registry, workspace=workspace, until=step))
-    g: PolicyGraph = result.data.value(step)
+    g: PolicyGraph | None = result.data.value(step)
+    if g is None:
+        item = next(result.data.items(step))
+        raise IntellagentError(f"no graph: {item.note} (run the command again to retry)", item=step)
+    for warning in g.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"task: {g.task}")
     click.echo(f"flows: {', '.join(g.flows)}")
     for p in g.policies:

@@ -16,9 +16,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, create_model, field_validator
 
-from intellagent.errors import IntellagentError
 from intellagent.model import StrictModel
-from intellagent.steps import Extractor
+from intellagent.steps import Extractor, Output
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
 from intellagent_plugins.intellagent.prompts import Prompts, check_folder
 
@@ -95,42 +94,55 @@ class PolicyGraphExtractor(Extractor):
         return [{"role": "system", "content": self.prompts.render("analyst.system.md")},
                 {"role": "user", "content": self.prompts.render(template, **values)}]
 
-    async def _call(self, ctx, messages, model, role="extractor"):
-        outcome = await ctx.llm.structured(messages, model, role=role)
-        if not outcome.ok:
-            raise IntellagentError(f"policy extraction failed: {outcome.error}", item="extractor")
-        return outcome.value
-
-    async def run(self, ctx) -> PolicyGraph:
+    async def run(self, ctx) -> Output[PolicyGraph]:
+        """A graph from whatever could be extracted: a flow whose policies cannot be read is left
+        out and an edge that cannot be scored weighs 0, each with a warning; only when nothing
+        usable is left does the item end as an infra error (retried by the next run)."""
         env = ctx.env
         if env.task:
             task = env.task
-            flows = (await self._call(ctx, self._messages("flows.md", agent_prompt=env.prompt,
-                                                          task=task), FlowsOnly)).flows
+            asked = await ctx.llm.structured(self._messages("flows.md", agent_prompt=env.prompt, task=task),
+                                             FlowsOnly, role="extractor")
         else:
-            drafted = await self._call(ctx, self._messages("task_and_flows.md", agent_prompt=env.prompt),
-                                       TaskAndFlows)
-            task, flows = drafted.task, drafted.flows
-        per_flow = await asyncio.gather(*[self._call(ctx, self._messages(
-            "policies.md", agent_prompt=env.prompt, flow=f, categories=CATEGORIES), FlowPolicies)
-            for f in flows])
+            asked = await ctx.llm.structured(self._messages("task_and_flows.md", agent_prompt=env.prompt),
+                                             TaskAndFlows, role="extractor")
+        if not asked.ok:
+            return Output(value=None, status="infra-error",
+                          note=f"the conversation flows could not be extracted: {asked.error}")
+        flows = asked.value.flows
+        task = task if env.task else asked.value.task
+        per_flow = await asyncio.gather(*[ctx.llm.structured(self._messages(
+            "policies.md", agent_prompt=env.prompt, flow=f, categories=CATEGORIES), FlowPolicies,
+            role="extractor") for f in flows])
+        warnings = [f"the policies of flow '{f.name}' could not be extracted, so the graph lacks "
+                    f"them: {o.error}" for f, o in zip(flows, per_flow) if not o.ok]
         policies: list[Policy] = []
         seen: set[str] = set()
-        for flow, drafted_policies in zip(flows, per_flow):
-            for d in drafted_policies.policies:
+        for flow, outcome in zip(flows, per_flow):
+            for d in (outcome.value.policies if outcome.ok else []):
                 policy = Policy(id=f"P{len(policies) + 1}", flow=flow.name, text=d.text,
                                 category=d.category, challenge=d.challenge)
                 if policy.text_hash in seen:  # the same rule stated in two flows
                     continue
                 seen.add(policy.text_hash)
                 policies.append(policy)
-        edges = await self._edges(ctx, env.prompt, policies)
-        return PolicyGraph(environment=env.name, task=task, flows=[f.name for f in flows],
-                           policies=policies, edges=edges)
+        if not policies:
+            return Output(value=None, status="infra-error", note="no flow's policies could be "
+                          "extracted: " + (warnings[0] if warnings else "the model listed none"))
+        edges, failed = await self._edges(ctx, env.prompt, policies)
+        if failed:
+            warnings.append(f"{failed[1]} pair(s) of policies could not be scored, so they weigh 0 "
+                            f"in the graph: {failed[0]}")
+        graph = PolicyGraph(environment=env.name, task=task, flows=[f.name for f in flows],
+                            policies=policies, edges=edges, warnings=warnings)
+        return Output(value=graph, warnings=warnings)
 
-    async def _edges(self, ctx, agent_prompt: str, policies: list[Policy]) -> list[Edge]:
-        """Symmetric weights from directional scores, asking only for pairs never scored."""
+    async def _edges(self, ctx, agent_prompt: str, policies: list[Policy]
+                     ) -> tuple[list[Edge], tuple[str, int] | None]:
+        """Symmetric weights from directional scores, asking only for pairs never scored; and
+        (the first error, pairs left unscored) when some calls failed."""
         scores: dict[tuple[str, str], float] = {}  # (text_hash_a, text_hash_b) → a's score of b
+        errors: list[tuple[str, int]] = []
 
         def known(a: Policy, b: Policy) -> float | None:
             stored = ctx.recall("edge", a.text_hash, b.text_hash)
@@ -146,16 +158,22 @@ class PolicyGraphExtractor(Extractor):
                     scores[(a.text_hash, b.text_hash)] = w
 
         async def score_against(a: Policy, others: list[Policy]) -> None:
-            result = await self._call(ctx, self._messages("edges.md", agent_prompt=agent_prompt,
-                                                          policy=a, others=others),
-                                      _scores_model(others), role="edges")
+            outcome = await ctx.llm.structured(self._messages(
+                "edges.md", agent_prompt=agent_prompt, policy=a, others=others),
+                _scores_model(others), role="edges")
+            if not outcome.ok:
+                errors.append((outcome.error or "", len(others)))
+                return
             for i, b in enumerate(others):
-                remember(a, b, float(getattr(result, f"w{i}")))
+                remember(a, b, float(getattr(outcome.value, f"w{i}")))
 
         async def score_pair(a: Policy, b: Policy) -> None:
-            result = await self._call(ctx, self._messages("edge_pair.md", agent_prompt=agent_prompt,
-                                                          a=a, b=b), PairScore, role="edges")
-            remember(a, b, float(result.weight))
+            outcome = await ctx.llm.structured(self._messages(
+                "edge_pair.md", agent_prompt=agent_prompt, a=a, b=b), PairScore, role="edges")
+            if not outcome.ok:
+                errors.append((outcome.error or "", 1))
+                return
+            remember(a, b, float(outcome.value.weight))
 
         unscored = [(a, b) for i, a in enumerate(policies) for b in policies[i + 1:]
                     if (a.text_hash, b.text_hash) not in scores
@@ -185,4 +203,4 @@ class PolicyGraphExtractor(Extractor):
                 both = [scores[k] for k in ((a.text_hash, b.text_hash), (b.text_hash, a.text_hash))
                         if k in scores]
                 edges.append(Edge(a=a.id, b=b.id, weight=round(sum(both) / len(both), 2) if both else 0.0))
-        return edges
+        return edges, ((errors[0][0], sum(n for _, n in errors)) if errors else None)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from intellagent.conversation import Dialog, LiveSession, ToolBox, Turn
+from intellagent.conversation import TOOL_CALLS_AS_TEXT, Dialog, LiveSession, ToolBox, Turn, tool_call_in_text
 from intellagent.environment import diff_databases
 from intellagent.model import StrictModel
 from intellagent.steps import Output, Simulator
@@ -82,7 +82,7 @@ class UserAgentSimulator(Simulator):
     async def run(self, ctx, event: Event) -> Output[Dialog]:
         dialog = await self._run(ctx, event)
         status = "infra-error" if dialog.stop_reason == "infra-error" else "ok"
-        return Output(value=dialog, status=status, note=dialog.error or "")
+        return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings)
 
     async def _stop_check(self, ctx, event: Event, dialog: Dialog) -> tuple[bool, str | None]:
         """(answered, feedback): feedback is None when the user's stop is justified."""
@@ -145,6 +145,8 @@ class UserAgentSimulator(Simulator):
             reply = await session.respond(turn.message)
             dialog.turns.append(Turn(role="assistant", content=reply.content or None,
                                      tool_calls=reply.tool_calls))
+            if TOOL_CALLS_AS_TEXT not in dialog.warnings and tool_call_in_text(reply.content, set(ctx.env.tools)):
+                dialog.warnings.append(TOOL_CALLS_AS_TEXT)
             if reply.error:
                 dialog.stop_reason = "infra-error" if reply.infra else "agent-error"
                 dialog.error = reply.error

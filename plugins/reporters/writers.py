@@ -191,6 +191,10 @@ class HtmlReporter(Reporter):
                                             for k, v in report.outcomes.items()) + ".</p>")
         for line in report.headlines():
             yield f"<p>{_e(line)}</p>"
+        warnings = [(s.name, w, n) for s in report.steps for w, n in s.warnings.items()]
+        if warnings:
+            yield ("<div id=warnings class=fail><b>Look at these:</b><ul>"
+                   + "".join(f"<li>{n}× {_e(step)}: {_e(w)}</li>" for step, w, n in warnings) + "</ul></div>")
         yield ("<table id=funnel><tr><th>step</th><th>plugin</th><th>kind</th><th>items</th>"
                "<th>statuses</th><th>why not ok (most common)</th></tr>")
         for s in report.steps:
@@ -297,6 +301,7 @@ class HtmlReporter(Reporter):
             for it in group:
                 body.append(f"<div class=step>{_e(it.step)} <span class={_css_status(it.status)}>"
                             f"{_e(it.status)}</span> <span class=muted>{_e(it.note[:300])}</span></div>")
+                body += [f"<p class=fail>⚠ {_e(w)}</p>" for w in it.warnings]
                 body.append(self._view(data, it, views))
             return (f"<details class=item id='item-{_e(key)}' data-status='{_e(status)}'><summary><b>{_e(key)}</b> "
                     f"<span class={_css_status(status)}>{_e(status)}</span></summary>"

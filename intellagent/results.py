@@ -60,7 +60,10 @@ class RunData:
                 if name is None or score.name == name:
                     yield item, score
 
-    def decode(self, step: str, payload: str) -> Any:
+    def decode(self, step: str, payload: str | None) -> Any:
+        """The item's value; None for an item that has none (it could not finish)."""
+        if payload in (None, "null"):
+            return None
         return adapter(annotation_of(self.plan.steps[step].output)).validate_json(payload)
 
     def value(self, step: str, item: str = "") -> Any:
@@ -72,8 +75,9 @@ class RunData:
 
     def values(self, step: str) -> Iterator[tuple[str, Any]]:
         for found in self.items(step, payload=True):
-            if found.payload is not None:
-                yield found.item, self.decode(step, found.payload)
+            value = self.decode(step, found.payload)
+            if value is not None:
+                yield found.item, value
 
 
 class StepSummary(BaseModel):

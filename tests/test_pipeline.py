@@ -295,3 +295,20 @@ def test_report_is_rewritten_from_the_store(runner, tmp_path):
     rows = Path(lines[0][8:]).read_text().splitlines()
     assert rows[0] == "step,item,status,note,score,score_status,score_value,labels,score_note"
     assert sum(1 for r in rows if r.startswith("verdicts,")) >= 6
+
+
+def test_a_run_whose_graph_cannot_be_made_ends_cleanly_and_says_so(runner, tmp_path):
+    """Every extraction call fails validation: the graph is an infra error, nothing downstream
+    runs, the reports are written, and the command says the item can be retried."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE.read_text().replace(
+        "default: {model: mock/schema}",
+        "default: {model: mock/schema}\n  roles: {extractor: {model: mock/scripted, options: {replies: []}}}"))
+    result = run_cli(runner, "education", "--pipeline", str(pipeline), "--events", "3",
+                     "--workspace", str(tmp_path / "ws"))
+    assert result.exit_code == 0, result.output
+    assert "1 item(s) could not finish" in result.stdout and "run the same command again" in result.stdout
+    report = load_report(tmp_path / "ws")
+    graph = items(report, "graph")[0]
+    assert graph["status"] == "infra-error" and "could not be extracted" in graph["note"]
+    assert not items(report, "events") and report["metrics"]["coverage"]["values"]["policies"] == 0.0

@@ -159,3 +159,11 @@ def test_queue_time_is_recorded_apart_from_request_time(runner, tmp_path):
     assert rows[0][1] < 50 and rows[-1][1] > 500  # the last one waited behind three others
     out = runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
     assert "request s" in out and "queued s" in out
+
+
+def test_transient_faults_during_the_probe_are_not_taken_for_a_missing_mode():
+    with OpenAIServer(faults=["429", "503", "malformed", "500"]) as server:
+        out = ask(server, "auto", max_retries=2)
+        assert out.ok, out.error
+        assert not any("response_format" in r for r in server.requests)  # never gave up on tools
+        assert sum("Answer with ok set to true" in json.dumps(r["messages"]) for r in server.requests) == 5

@@ -25,6 +25,7 @@ from intellagent_plugins.providers import instructor_memo
 
 M = TypeVar("M", bound=BaseModel)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+PROBE_TRIES = 4  # attempts of one mode through transient faults
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
 
@@ -98,17 +99,27 @@ class OpenAIProvider:
         return self.mode
 
     async def _probe(self) -> str:
+        """The first mode this endpoint answers in. A transient fault says nothing about a mode:
+        it is retried a few times, and if it persists it is raised (the call is retried later and
+        nothing is remembered); only a permanent failure moves on to the next mode."""
         failures = []
         for mode in ("tools", "json_schema", "json"):
-            try:
-                _, client = self._for_this_loop(mode)
-                await client.chat.completions.create(
-                    model=self.model, response_model=Probe, max_retries=0,
-                    messages=[{"role": "user", "content": "Answer with ok set to true."}])
-                logging.getLogger("intellagent").info("structured output at %s: %s", self.base_url, mode)
-                return mode
-            except Exception as exc:  # this mode does not work here: try the next
-                failures.append(f"{mode}: {_short(_classify(exc, 'Probe') if isinstance(exc, InstructorRetryException) else _translate(exc))}")
+            for attempt in range(PROBE_TRIES):
+                try:
+                    _, client = self._for_this_loop(mode)
+                    await client.chat.completions.create(
+                        model=self.model, response_model=Probe, max_retries=0,
+                        messages=[{"role": "user", "content": "Answer with ok set to true."}])
+                    logging.getLogger("intellagent").info("structured output at %s: %s", self.base_url, mode)
+                    return mode
+                except Exception as exc:
+                    error = _classify(exc, "Probe") if isinstance(exc, InstructorRetryException) else _translate(exc)
+                if not error.transient:
+                    break
+                if attempt == PROBE_TRIES - 1:
+                    raise error
+                await asyncio.sleep(min(2.0, 0.1 * 2 ** attempt, getattr(error, "retry_after", None) or 2.0))
+            failures.append(f"{mode}: {_short(error)}")
         raise RequestRejected(f"no structured-output mode works at {self.base_url} for "
                               f"{self.model} ({'; '.join(failures)}); set `structured:` in the "
                               "model's settings")

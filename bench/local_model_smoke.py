@@ -117,7 +117,7 @@ def main() -> None:
         started = time.perf_counter()
         run = subprocess.run([sys.executable, "-m", "intellagent", "run", "education", "--events",
                               str(args.events), "--workspace", str(workspace),
-                              "--set", f"llm.default={{model: {MODEL_NAME}, base_url: '{base}', timeout: 300}}",
+                              "--set", f"llm.default={{model: {MODEL_NAME}, base_url: '{base}', timeout: 300, max_tokens: 512}}",
                               "--set", "llm.max_concurrency=1"],
                              capture_output=True, text=True, cwd=REPO)
         wall = time.perf_counter() - started

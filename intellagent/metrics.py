@@ -286,6 +286,46 @@ class MicroPRMetric(Metric):
                             headline=headline, values=values, columns=columns, rows=rows)
 
 
+class RatioConfig(StrictModel):
+    numerator: str = Field(description="Score whose values are summed above the line.")
+    denominator: str = Field(description="Score whose values are summed below the line.")
+    by: list[str] = Field(default_factory=list)
+    empty: float | None = Field(default=None, description="The value when the denominator sums "
+                                "to 0 (a convention of the method, e.g. 1 for precision of no "
+                                "actions).")
+    title: str | None = None
+    description: str = ""
+    headline: str | None = None
+
+
+class RatioMetric(Metric):
+    """Σ numerator / Σ denominator over items (micro-averaged), overall or by labels."""
+
+    name = "ratio"
+    Config = RatioConfig
+
+    def compute(self, data: Any) -> MetricResult:
+        c: RatioConfig = self.config
+        sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for _, score in data.scores():
+            slot = 0 if score.name == c.numerator else 1 if score.name == c.denominator else None
+            if slot is None or score.value is None:
+                continue
+            for group in groups_of(score, c.by):
+                sums[group][slot] += score.value
+        rows = [dict(zip(c.by, g)) | {"value": round(n / d, 4) if d else c.empty, c.numerator: n,
+                                      c.denominator: d}
+                for g, (n, d) in sorted(sums.items(), key=lambda kv: _sort_key(kv[0]))]
+        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
+            Column(key="value", label=c.title or self.name, kind="percent"),
+            Column(key=c.numerator, label=c.numerator, kind="number"),
+            Column(key=c.denominator, label=c.denominator, kind="number")]
+        values = {"value": rows[0]["value"] if rows else c.empty} if not c.by else {}
+        headline = f"{c.headline or self.name} {values['value']}" if values and c.headline else None
+        return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
+                            headline=headline, values=values, columns=columns, rows=rows)
+
+
 class MeanConfig(StrictModel):
     score: str
     by: list[str] = Field(default_factory=list)
@@ -383,4 +423,5 @@ class ListingMetric(Metric):
                                      Column(key="why", label="why")], rows=rows)
 
 
-GENERIC_METRICS = (RateMetric, PassHatKMetric, MicroPRMetric, MeanMetric, CountsMetric, ListingMetric)
+GENERIC_METRICS = (RateMetric, PassHatKMetric, MicroPRMetric, RatioMetric, MeanMetric, CountsMetric,
+                   ListingMetric)

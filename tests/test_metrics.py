@@ -1,0 +1,50 @@
+"""The generic metrics on hand-made scores, against figures computed by hand."""
+
+from __future__ import annotations
+
+import math
+
+from intellagent.metrics import (MicroPRConfig, MicroPRMetric, RateConfig, RateMetric, RatioConfig,
+                                 RatioMetric)
+from intellagent.steps import Score
+
+
+class Data:
+    """Scores as a run would stream them."""
+
+    def __init__(self, scores):
+        self._scores = scores
+
+    def scores(self, name=None, step=None):
+        for s in self._scores:
+            if name is None or s.name == name:
+                yield None, s
+
+
+def test_rate_with_wilson_interval_groups_and_statuses_apart():
+    scores = [Score(name="e", status=st, labels={"level": lvl, "cat": cats})
+              for st, lvl, cats in [("pass", 1, ["a"]), ("fail", 1, ["a", "b"]), ("pass", 2, ["b"]),
+                                    ("infra-error", 2, ["b"]), ("agent-error", 2, ["a"])]]
+    overall = RateMetric(RateConfig(score="e", failed=["fail", "agent-error"])).compute(Data(scores))
+    assert overall.values["n"] == 4 and overall.values["passed"] == 2 and overall.values["rate"] == 0.5
+    # Wilson 95 % for 2/4: centre (0.5 + 1.92/4)/(1 + 3.84/4) = 0.5, half-width 0.3849... → 0.15, 0.85
+    assert (overall.values["low"], overall.values["high"]) == (0.15, 0.85)
+    by_cat = {r["cat"]: r for r in RateMetric(RateConfig(score="e", by=["cat"])).compute(Data(scores)).rows}
+    assert by_cat["a"]["rate"]["n"] == 2 and by_cat["b"]["rate"]["n"] == 2  # a list label counts in each group
+    assert by_cat["b"]["other"] == "infra-error 1" and by_cat["a"]["other"] == "agent-error 1"
+    above = RateMetric(RateConfig(score="e", by=["level"], cumulative=True)).compute(Data(scores)).rows
+    assert [(r["level"], r["rate"]["n"]) for r in above] == [(1, 3), (2, 1)]
+
+
+def test_micro_averages_sum_before_dividing():
+    scores = [Score(name=n, value=v, labels={"set": s}) for s, m, p, a in [("easy", 1, 1, 1), ("easy", 0, 3, 1),
+                                                                             ("hard", 4, 5, 8)]
+              for n, v in (("m", m), ("p", p), ("a", a))]
+    result = MicroPRMetric(MicroPRConfig(matched="m", predicted="p", actual="a")).compute(Data(scores))
+    assert result.values == {"precision": round(5 / 9, 4), "recall": round(5 / 10, 4)}
+    macro = ((1 / 1 + 0 / 3 + 4 / 5) / 3)
+    assert not math.isclose(result.values["precision"], macro)
+    ratio = RatioMetric(RatioConfig(numerator="m", denominator="a", by=["set"])).compute(Data(scores))
+    assert {r["set"]: r["value"] for r in ratio.rows} == {"easy": 0.5, "hard": 0.5}
+    empty = RatioMetric(RatioConfig(numerator="x", denominator="y", empty=1.0)).compute(Data(scores))
+    assert empty.values == {"value": 1.0}

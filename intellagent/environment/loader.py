@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from intellagent.environment.database import Database, RowError
 from intellagent.environment.dbschema import DatabaseSchema
 from intellagent.environment.manifest import EnvironmentManifest
-from intellagent.environment.refs import ReferenceError_, load_module
+from intellagent.environment.refs import ReferenceError_, load_module, resolve
 from intellagent.environment.seed import find_seed_file, read_seed
 from intellagent.environment.tools import Tool, ToolsFile, ToolSpec, bind_tool
 from intellagent.environment.validators import Validator, collect_validators, validate_database
@@ -45,12 +46,14 @@ class Environment(BaseModel):
     tool_specs: list[ToolSpec] = []
     seed_files: dict[str, Path] = {}
     prompt_file: Path | None = None
+    seed_loader: str | None = Field(default=None, description="'file.py:function' giving the seed rows.")
 
     _tools: dict[str, Tool] = PrivateAttr(default_factory=dict)
     _validators: list[Validator] = PrivateAttr(default_factory=list)
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
     _fingerprint: str | None = PrivateAttr(default=None)
+    _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -76,6 +79,25 @@ class Environment(BaseModel):
             self._seed_db = db
         return self._seed_db.copy()
 
+    def loaded_seed(self) -> dict[str, dict[str, Any]]:
+        """The rows the environment's seed loader returns ({table: {key: record}})."""
+        if self._loaded is None:
+            try:
+                fn = resolve(self.seed_loader, self.path)
+                data = fn()
+            except ReferenceError_ as exc:
+                raise EnvironmentError_(f"seed loader: {exc}", file=self.path / MANIFEST) from None
+            except IntellagentError:
+                raise
+            except Exception as exc:
+                raise EnvironmentError_(f"seed loader {self.seed_loader} failed: {type(exc).__name__}: "
+                                        f"{exc}", file=self.path / MANIFEST) from None
+            if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+                raise EnvironmentError_(f"seed loader {self.seed_loader} must return {{table: {{key: "
+                                        "record}}}", file=self.path / MANIFEST)
+            self._loaded = data
+        return self._loaded
+
     def database_with(self, rows: Iterable[Row] = ()) -> Database | None:
         """A fresh copy of the seed database with ``rows`` put on top (None without a database)."""
         if self.db_schema is None:
@@ -99,6 +121,8 @@ class Environment(BaseModel):
                 digest.update(str(path.relative_to(self.path) if path.is_relative_to(self.path)
                                   else path.name).encode())
                 digest.update(hashlib.sha256(path.read_bytes()).digest())
+            if self.seed_loader:  # data read at run time: its content is part of the world
+                digest.update(json.dumps(self.loaded_seed(), sort_keys=True, default=str).encode())
             self._fingerprint = digest.hexdigest()
         return self._fingerprint
 
@@ -163,10 +187,14 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
         schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path)
         schema = load_model(DatabaseSchema, schema_path)
         seed_files = _seed_files(folder, manifest, schema, manifest_path, data)
+        if manifest.database.loader and data is not None:
+            raise EnvironmentError_("--data cannot replace the rows of an environment whose seed "
+                                    "comes from a loader", file=manifest_path)
 
     env = Environment(name=manifest.name, version=manifest.version, description=manifest.description,
                       path=folder.resolve(), prompt=prompt, task=task, db_schema=schema,
-                      seed_files=seed_files, prompt_file=prompt_path.resolve())
+                      seed_files=seed_files, prompt_file=prompt_path.resolve(),
+                      seed_loader=manifest.database.loader if manifest.database else None)
 
     if manifest.tools:
         tools_path = _file(folder, manifest.tools, "tools", manifest_path)
@@ -255,12 +283,16 @@ def build_seed_database(env: Environment, *, limit: int = MAX_PROBLEMS
     problems: list[IntellagentError] = []
     rejected: set[tuple[str, str]] = set()  # rows already reported; rows citing them are not
     unreadable: set[str] = set()  # tables whose file failed; rows citing them are not reported
+    loaded = env.loaded_seed() if env.seed_loader else None
     for table in env.db_schema.load_order():
         path = env.seed_files.get(table)
-        if path is None:
+        if loaded is not None:
+            path = env.path / MANIFEST
+            rows = [(str(k), r, f"{table}[{k}]") for k, r in loaded.get(table, {}).items()]
+        elif path is None:
             continue
         try:
-            rows = read_seed(path, table, env.db_schema.tables[table])
+            rows = rows if loaded is not None else read_seed(path, table, env.db_schema.tables[table])
         except IntellagentError as exc:
             problems.append(exc)
             unreadable.add(table)

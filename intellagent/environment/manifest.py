@@ -16,6 +16,11 @@ class DatabaseSection(StrictModel):
         default=None,
         description="A folder holding one file per table (<table>.json, .jsonl or .csv, optionally "
                     ".gz), or a mapping from table to file.")
+    loader: str | None = Field(
+        default=None,
+        description="'file.py:function' or 'module:function' returning the seed rows as "
+                    "{table: {key: record}}: for data read at run time, e.g. from an installed "
+                    "package. Instead of seed.")
 
 
 class EnvironmentManifest(StrictModel):

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
 
-from intellagent.llm.errors import ProviderError, RequestTimeout, ServerError
+from intellagent.llm.errors import ProviderError, RepeatedRefusal, RequestTimeout
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
 from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
@@ -190,7 +190,7 @@ class LLM:
         queued = 0.0  # waiting for a concurrency slot and the rate limiter, not for the model
         attempts = 0
         error: ProviderError | None = None
-        same, last_server_error = 0, ""
+        refusal = RepeatedRefusal(SAME_ANSWERS)
         while True:
             attempts += 1
             try:
@@ -211,14 +211,10 @@ class LLM:
                 error = ProviderError(f"{type(exc).__name__}: {exc}")
             if not error.transient or attempts > self.settings.max_retries:
                 break
-            if isinstance(error, ServerError) and str(error).startswith("500 "):  # 502/503/504: later
-                same = same + 1 if str(error) == last_server_error else 1
-                last_server_error = str(error)
-                if same >= SAME_ANSWERS:  # the server refuses this very request: not a passing fault
-                    error = ServerError(f"the server answered this request the same way {same} times, "
-                                        f"so it rejects it: {error}")
-                    error.transient = False
-                    break
+            refused = refusal.permanent(error)
+            if refused is not None:
+                error = refused
+                break
             await asyncio.sleep(self._backoff(attempts, getattr(error, "retry_after", None)))
 
         latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off

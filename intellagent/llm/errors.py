@@ -26,6 +26,30 @@ class ServerError(ProviderError):
     kind = "server-error"
 
 
+class RepeatedRefusal:
+    """Counts identical HTTP 500 answers to one request: a server that answers the very same
+    request the same way ``limit`` times rejects it, which is not a passing fault (a 502/503/504
+    may still pass)."""
+
+    def __init__(self, limit: int = 3) -> None:
+        self.limit = limit
+        self.same = 0
+        self.last = ""
+
+    def permanent(self, error: ProviderError) -> ProviderError | None:
+        """A permanent error in place of ``error`` once it has repeated ``limit`` times."""
+        if not (isinstance(error, ServerError) and str(error).startswith("500 ")):
+            return None
+        self.same = self.same + 1 if str(error) == self.last else 1
+        self.last = str(error)
+        if self.same < self.limit:
+            return None
+        refused = ServerError(f"the server answered this request the same way {self.same} "
+                              f"times, so it rejects it: {error}")
+        refused.transient = False
+        return refused
+
+
 class ConnectionLost(ProviderError):
     transient = True
     kind = "connection"

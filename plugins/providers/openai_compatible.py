@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
                                     ProviderError, RateLimited, RealModelForbidden,
-                                    RequestRejected, RequestTimeout, ServerError)
+                                    RepeatedRefusal, RequestRejected, RequestTimeout, ServerError)
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
 from intellagent_plugins.providers import instructor_memo
@@ -104,6 +104,7 @@ class OpenAIProvider:
         nothing is remembered); only a permanent failure moves on to the next mode."""
         failures = []
         for mode in ("tools", "json_schema", "json"):
+            refusal = RepeatedRefusal()
             for attempt in range(PROBE_TRIES):
                 try:
                     _, client = self._for_this_loop(mode)
@@ -114,6 +115,7 @@ class OpenAIProvider:
                     return mode
                 except Exception as exc:
                     error = _classify(exc, "Probe") if isinstance(exc, InstructorRetryException) else _translate(exc)
+                error = refusal.permanent(error) or error  # a 500 for this mode every time rules it out
                 if not error.transient:
                     break
                 if attempt == PROBE_TRIES - 1:

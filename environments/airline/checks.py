@@ -200,6 +200,17 @@ def compensation(trace: Trace):
     return problems
 
 
+@rule_check("cancelled-is-final", "A cancelled reservation cannot be changed.")
+def cancelled_is_final(trace: Trace):
+    problems = []
+    for action in trace.calls(*RESERVATION_WRITES):
+        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        if reservation is not None and reservation.get("status") == "cancelled" \
+                and action.name != "cancel_reservation":
+            problems.append(f"{action.name} on reservation {reservation['reservation_id']}, which is cancelled")
+    return problems
+
+
 @rule_check("transfer-ends", "A transfer to a human agent ends the conversation.")
 def transfer_ends(trace: Trace):
     for action in trace.calls("transfer_to_human_agents"):

@@ -168,7 +168,8 @@ def test_feedback_loop_gives_up_after_the_bound(scripted_llm):
     out = asyncio.run(run_step(GenerateBlueprint(config), ENVS["retail"], llm=llm, context=context()))
     assert out.value.status == "rejected" and len(out.value.attempts) == 2
     assert len(model.history) == 8 and len(model.queue) == 4  # no third version was asked for
-    assert out.scores[0].labels["stage"] == "committee" and out.status == "rejected"
+    assert out.scores[0].labels["stage"] == "committee" and out.status == "fail"
+    assert out.note.startswith("rejected at committee (completeness, correctness) after 2 version(s)")
 
 
 def accepted(id, user, *actions, outputs=()):

@@ -84,6 +84,16 @@ def _as_blueprint(draft: Draft, persona: str) -> Blueprint:
                      actions=calls, outputs=list(draft.outputs), persona=persona)
 
 
+def rejection_note(result: BlueprintResult) -> str:
+    """Why a blueprint was rejected, for the report: the stage, the reasons, the messages."""
+    if result.status == "accepted" or not result.attempts:
+        return ""
+    last = result.attempts[-1]
+    reasons = ", ".join(sorted({p.reason for p in last.problems if p.stage == last.stage}))
+    return f"rejected at {last.stage} ({reasons}) after {len(result.attempts)} version(s): " + \
+        "; ".join(p.message for p in last.problems)[:300]
+
+
 def result_scores(result: BlueprintResult, name: str) -> list[Score]:
     """The item's scores: the outcome, acceptance at the first try, and one ``rejection`` per
     failed round (labelled with its stage and reasons)."""
@@ -124,8 +134,8 @@ class GenerateBlueprint(Generator):
         result = await self.make(ctx, context)
         if result.status == "infra-error":
             return Output(value=result, status="infra-error", note=result.error or "")
-        note = "" if result.status == "accepted" else result.attempts[-1].feedback[:300]
-        return Output(value=result, status=result.status, note=note,
+        return Output(value=result, status="pass" if result.status == "accepted" else "fail",
+                      note=rejection_note(result),
                       scores=result_scores(result, "blueprint"))
 
     async def make(self, ctx, context: BlueprintContext) -> BlueprintResult:

@@ -21,7 +21,7 @@ from intellagent.steps import Generator, Output, Sampler
 
 from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Pair, Problem
 from intellagent_plugins.apigen_mt.committee import ROLES, decide
-from intellagent_plugins.apigen_mt.generator import PROMPTS, BlueprintConfig, Committee, result_scores
+from intellagent_plugins.apigen_mt.generator import PROMPTS, BlueprintConfig, Committee, rejection_note, result_scores
 from intellagent_plugins.apigen_mt.prompts import prompts
 from intellagent_plugins.apigen_mt.validation import check_policy, execute
 
@@ -98,8 +98,8 @@ class Recombine(Generator):
         result = await self.make(ctx, pair)
         if result.status == "infra-error":
             return Output(value=result, status="infra-error", note=result.error or "")
-        note = "" if result.status == "accepted" else result.attempts[-1].feedback[:300]
-        return Output(value=result, status=result.status, note=note, scores=result_scores(result, "combined"))
+        return Output(value=result, status="pass" if result.status == "accepted" else "fail",
+                      note=rejection_note(result), scores=result_scores(result, "combined"))
 
     async def make(self, ctx, pair: Pair) -> BlueprintResult:
         reads = {n for n, t in ctx.env.tools.items() if not t.spec.action}

@@ -382,3 +382,15 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     assert again.exit_code == 0, again.output
     tau = json.loads(next((tmp_path / "tau").glob("runs/*/report.json")).read_text())
     assert tau["outcomes"] == {"pass": tasks}
+
+
+def test_bad_input_is_one_clean_line(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "education", "--pipeline", "apigen-mt", "--workspace", str(tmp_path)])
+    assert result.exit_code == 2 and "needs an environment with a database and write tools" in result.output
+    assert "Traceback" not in result.output
+    bad = tmp_path / "p.yaml"
+    bad.write_text((REPO / "plugins/apigen_mt/pipeline.yaml").read_text().replace(
+        "blueprints: {use: blueprint, each: contexts}",
+        "blueprints: {use: blueprint, each: contexts, with: {committee: {members: [judge]}}}"))
+    result = runner.invoke(cli, ["validate", str(bad)])
+    assert result.exit_code == 2 and "'judge' is not a committee role" in result.output and "p.yaml" in result.output

@@ -10,11 +10,16 @@ consolidated feedback.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from intellagent.model import StrictModel
 
 from intellagent_plugins.apigen_mt.artefacts import METRICS, Problem, Review
+
+
+ROLES = {"reviewer": "a member of the review committee that scores each blueprint",
+         "reviewer-2": "a second committee model (when members name it)",
+         "reviewer-3": "a third committee model (when members name it)"}
 
 
 class CommitteeConfig(StrictModel):
@@ -26,10 +31,23 @@ class CommitteeConfig(StrictModel):
     required: list[str] = Field(default_factory=lambda: ["correctness", "completeness"],
                                 description="Metrics that must pass whatever the count.")
 
+    @field_validator("members")
+    @classmethod
+    def _known_roles(cls, value: list[str]) -> list[str]:
+        unknown = [m for m in value if m not in ROLES]
+        if unknown:
+            raise ValueError(f"'{unknown[0]}' is not a committee role ({', '.join(ROLES)})")
+        return value
 
-ROLES = {"reviewer": "a member of the review committee that scores each blueprint",
-         "reviewer-2": "a second committee model (when members name it)",
-         "reviewer-3": "a third committee model (when members name it)"}
+    @field_validator("required")
+    @classmethod
+    def _known_metrics(cls, value: list[str]) -> list[str]:
+        unknown = [m for m in value if m not in METRICS]
+        if unknown:
+            raise ValueError(f"'{unknown[0]}' is not a committee metric ({', '.join(METRICS)})")
+        return value
+
+
 
 
 def vote(reviews: list[Review]) -> dict[str, int]:

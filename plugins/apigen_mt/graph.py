@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from typing import Any, Iterator
 
 from intellagent.environment import run_actions, run_checks
+from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.steps import Extractor
 from pydantic import Field
@@ -127,12 +128,15 @@ class ApiGraphExtractor(Extractor):
 
     def run(self, ctx) -> ApiGraph:
         env = ctx.env
+        if env.db_schema is None or not any(s.action for s in env.tool_specs):
+            raise ConfigError(f"APIGen-MT needs an environment with a database and write tools "
+                              f"(action: true); '{env.name}' has "
+                              + ("no database" if env.db_schema is None else "no write tool"),
+                              item="step graph")
         nodes = [ToolNode(name=s.name, writes=s.action, terminal=s.terminal,
                           inputs=list(s.parameters.get("properties", {}))) for s in env.tool_specs
                  if s.name in env.tools]
         rules = [Rule(id=c.id, text=c.rule, check=True) for c in env.checks] + policy_sections(env.prompt)
-        if env.db_schema is None:
-            return ApiGraph(environment=env.name, tools=nodes, rules=rules)
         seed = env.seed_database()
         values = field_values(seed, env.db_schema)
         rows = list(records(seed, env.db_schema))

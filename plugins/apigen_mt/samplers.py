@@ -104,10 +104,11 @@ class BlueprintContexts(Sampler):
     output = list[BlueprintContext]
 
     def fingerprint(self) -> Any:
+        """The persona and example files' text (the built-in ones, or the user's)."""
         c = self.config
-        files = [Path(p) for p in (c.personas, c.examples) if p] or [HERE / "personas.yaml"]
-        return {str(p): p.read_text(encoding="utf-8") for p in files} | {
-            "examples": sorted(p.name for p in (HERE / "examples").glob("*.json"))}
+        files = [Path(c.personas) if c.personas else HERE / "personas.yaml"]
+        files += [Path(c.examples)] if c.examples else sorted((HERE / "examples").glob("*.json"))
+        return {p.name: p.read_text(encoding="utf-8") for p in files}
 
     def run(self, ctx, graph: ApiGraph) -> list[BlueprintContext]:
         c = self.config

@@ -350,11 +350,13 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     m = report["metrics"]
     assert m["acceptance"]["values"]["with"] == 1.0
     funnel = m["funnel"]["values"]
-    assert funnel["combined tasks attempted"] == 2 and funnel["combined tasks accepted"] == 1
-    reasons = {(r["stage"], r["reason"]) for r in m["rejection-reasons"]["rows"]}
-    assert ("conflict", "one-final-action-per-order") in reasons  # the other pair cancels, then changes, one order
+    assert funnel["combined tasks attempted"] == 2 and funnel["combined tasks accepted"] >= 1
+    combined = [i for i in report["items"] if i["step"] == "combined"]
+    for item in combined:  # a pair is rejected only as a conflict of the rules
+        assert item["status"] == "pass" or item["note"].startswith("rejected at conflict"), item["note"]
     tasks = funnel["tasks"]
-    assert tasks == funnel["blueprints generated"] + 1 - funnel["duplicate tasks dropped"] > 3
+    assert tasks == funnel["blueprints generated"] + funnel["combined tasks accepted"] \
+        - funnel["duplicate tasks dropped"] > 3
     assert funnel["successful trajectories"] == funnel["trajectories (trials)"] == 2 * tasks
     assert funnel["unique successful trajectories (kept)"] == tasks  # the oracle repeats itself
     assert m["pass-hat-k"]["values"] == {"pass^1": 1.0, "pass^2": 1.0}

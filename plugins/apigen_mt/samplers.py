@@ -118,6 +118,8 @@ class BlueprintContexts(Sampler):
         subjects = sorted(db.keys(graph.subject)) if db is not None and graph.subject else []
         if c.user_pool and len(subjects) > c.user_pool:
             subjects = sorted(ctx.seeded("user-pool").sample(subjects, c.user_pool))
+        rows = [(t, str(r[db.schema.tables[t].primary_key]), r, len(json.dumps(r, default=str)))
+                for t, r in records(db, ctx.env.db_schema)] if db is not None else []
         uses: Counter[str] = Counter()
         out = []
         for i in range(c.blueprints):
@@ -126,7 +128,7 @@ class BlueprintContexts(Sampler):
             walk, writes = self._walk(graph, rng, uses) if on["api"] else ([], [])
             uses.update(writes)
             user = rng.choice(subjects) if subjects else ""
-            data = self._data(ctx.env, db, graph.subject, user, rng) if on["data"] and user else {}
+            data = self._data(ctx.env, db, graph.subject, user, rng, rows) if on["data"] and user else {}
             out.append(BlueprintContext(
                 id=f"B{i:03d}", user_id=user, walk=walk, write_tools=writes,
                 rules=self._rules(graph, walk, rng) if on["policy"] else [],
@@ -174,38 +176,35 @@ class BlueprintContexts(Sampler):
             top.append(rng.choice(rest))
         return top
 
-    def _data(self, env, db, subject: str, user: str, rng) -> dict[str, dict[str, Any]]:
-        """The user's record, the records that refer to it, the records they name, then others,
-        until the budget is spent."""
+    def _data(self, env, db, subject: str, user: str, rng, rows: list) -> dict[str, dict[str, Any]]:
+        """The user's record, the records that refer to it, the records they name, then others
+        at random, until the budget is spent. ``rows`` is every (table, key, record, size)."""
         budget = self.config.data_budget
         schema = env.db_schema
         picked: dict[str, dict[str, Any]] = {}
         used = 0
 
-        def add(table: str, key: str, record: dict[str, Any]) -> bool:
+        def add(table: str, key: str, record: dict[str, Any], size: int) -> bool:
             nonlocal used
-            size = len(json.dumps(record, default=str))
             if used + size > budget and used:
                 return False
             picked.setdefault(table, {})[key] = record
             used += size
             return True
 
-        add(subject, user, db.get(subject, user))
-        linked = [(t, col) for t, table in schema.tables.items() for col, c in table.columns.items()
-                  if c.references and c.references.split(".")[0] == subject]
-        for table, col in linked:
-            for key, record in db.items(table):
-                if record.get(col) == user:
-                    add(table, key, record)
-        named = {str(v) for rows in picked.values() for r in rows.values() for _, v in _walk(r) if identifier(v)}
-        others = [(t, r) for t, r in records(db, schema) if t not in picked]
-        first = [(t, r) for t, r in others if str(r[schema.tables[t].primary_key]) in named]
-        rest = [(t, r) for t, r in others if str(r[schema.tables[t].primary_key]) not in named]
-        rng.shuffle(rest)
-        for table, record in first + rest:
-            key = str(record[schema.tables[table].primary_key])
-            if not add(table, key, db.get(table, key)):
-                if used >= budget * 0.95:
-                    break
+        linked = {(t, col) for t, table in schema.tables.items() for col, c in table.columns.items()
+                  if c.references and c.references.split(".")[0] == subject}
+        mine = [r for r in rows if (r[0] == subject and r[1] == user)
+                or any(r[0] == t and r[2].get(col) == user for t, col in linked)]
+        for table, key, record, size in mine:
+            add(table, key, record, size)
+        named = {str(v) for recs in picked.values() for rec in recs.values() for _, v in _walk(rec)
+                 if identifier(v)}
+        others = [r for r in rows if r[0] not in picked]
+        first = [r for r in others if r[1] in named]
+        order = list(range(len(others)))
+        rng.shuffle(order)
+        for table, key, record, size in first + [others[i] for i in order if others[i][1] not in named]:
+            if not add(table, key, record, size) and used >= budget * 0.95:
+                break
         return picked

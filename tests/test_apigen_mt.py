@@ -145,6 +145,9 @@ def test_feedback_loop_accepts_after_one_revision(scripted_llm):
     result = out.value
     assert result.status == "accepted" and len(result.attempts) == 2 and not result.first_try
     assert result.attempts[0].stage == "committee" and result.blueprint.instruction == GOOD.instruction
+    seen_by_reviewer = model.history[1].messages[-1]["content"]
+    assert '~ orders[#W9082175].status: "pending" → "cancelled"' in seen_by_reviewer  # the diff patch
+    assert "cancel_pending_order" in seen_by_reviewer and "Cancel my order." in seen_by_reviewer
     revise = model.history[4].messages[-1]["content"]
     assert "no order id completeness" in revise and "Cancel my order." in revise
     assert {s.name: s.status for s in out.scores if s.name != "rejection"} == {"blueprint": "pass", "blueprint-first": "fail"}

@@ -10,6 +10,7 @@ tools, for training export.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -29,6 +30,14 @@ class BestOfNConfig(UserConfig):
     max_turns: int = Field(default=20, ge=1, description="User messages at most.")
     candidates: int = Field(default=3, ge=1, le=8, description="User replies sampled per turn "
                             "(1: no self-critique).")
+
+
+def _said(content: str) -> str:
+    """The message of one of the user's own turns (kept in its view as the turn's JSON)."""
+    try:
+        return json.loads(content).get("message", content)
+    except (ValueError, AttributeError):
+        return content
 
 
 class Choice(BaseModel):
@@ -71,8 +80,8 @@ class BestOfNUser(UserAgentSimulator):
         unique = list({o.value.model_dump_json(): o for o in good}.values())
         if len(unique) == 1:
             return unique[0]
-        conversation = [{"speaker": "you" if m["role"] == "assistant" else "agent", "text": m["content"]}
-                        for m in view[2:]]
+        conversation = [{"speaker": "customer", "text": _said(m["content"])} if m["role"] == "assistant"
+                        else {"speaker": "agent", "text": m["content"]} for m in view[2:]]
         choice = await ctx.llm.structured([{"role": "user", "content": self.judge_texts.render(
             "user_judge.md", instruction=event.scenario, knowledge=event.user_knowledge,
             conversation=conversation, candidates=[o.value for o in unique])}], Choice, role="user-judge")

@@ -136,6 +136,8 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None)
     if env.db_schema is not None:
         parts.append(f"{len(env.db_schema.tables)} tables")
     parts.append(f"{len(env.validators)} validators")
+    if env.checks:
+        parts.append(f"{len(env.checks)} rule checks")
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
     if pipeline is not None:
         _echo_plan(load_plan(pipeline, registry))

@@ -388,7 +388,7 @@ def test_data_folders_that_cannot_be(runner, tmp_path):
 def test_report_format_must_name_a_reporter(runner, tmp_path):
     assert runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path)]).exit_code == 0
     result = runner.invoke(cli, ["report", "--format", "html,weighted-walk", "--workspace", str(tmp_path)])
-    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: csv, html, json)")
+    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: apigen-export, csv, html, json)")
 
 
 def test_a_folder_does_not_hide_an_installed_environment_of_that_name(runner, tmp_path, shop, monkeypatch):

@@ -28,8 +28,8 @@ def test_plugins_lists_distribution_hooks_and_names(runner):
 
 
 def test_validate_builtin_environments(runner):
-    for name, summary in [("airline", "14 tools, 3 tables, 4 validators"),
-                          ("retail", "16 tools, 3 tables, 4 validators"),
+    for name, summary in [("airline", "14 tools, 3 tables, 4 validators, 10 rule checks"),
+                          ("retail", "16 tools, 3 tables, 4 validators, 5 rule checks"),
                           ("education", "0 tools, 0 validators")]:
         result = runner.invoke(cli, ["validate", name])
         assert result.exit_code == 0, result.output

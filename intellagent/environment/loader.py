@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from intellagent.environment.checks import RuleCheck, collect_checks
 from intellagent.environment.database import Database, RowError
 from intellagent.environment.dbschema import DatabaseSchema
 from intellagent.environment.manifest import EnvironmentManifest
@@ -50,6 +51,7 @@ class Environment(BaseModel):
 
     _tools: dict[str, Tool] = PrivateAttr(default_factory=dict)
     _validators: list[Validator] = PrivateAttr(default_factory=list)
+    _checks: list[RuleCheck] = PrivateAttr(default_factory=list)
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
     _fingerprint: str | None = PrivateAttr(default=None)
@@ -62,6 +64,11 @@ class Environment(BaseModel):
     @property
     def validators(self) -> list[Validator]:
         return self._validators
+
+    @property
+    def checks(self) -> list[RuleCheck]:
+        """The rule checks the environment declares (``checks:`` in its manifest)."""
+        return self._checks
 
     @property
     def problems(self) -> list[IntellagentError]:
@@ -237,6 +244,19 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
                         env._problems.append(EnvironmentError_(
                             f"validator {v.name} is for unknown table '{v.table}'",
                             file=manifest_path))
+
+    if manifest.checks:
+        try:
+            module = load_module(manifest.checks, folder)
+        except ReferenceError_ as exc:
+            env._problems.append(EnvironmentError_(f"checks: {exc}", file=manifest_path))
+        else:
+            env._checks, problems = collect_checks(module)
+            env._problems.extend(EnvironmentError_(p, file=manifest_path) for p in problems)
+            if not env._checks and not problems:
+                env._problems.append(EnvironmentError_(f"checks: '{manifest.checks}' holds no "
+                                                       "function marked @rule_check",
+                                                       file=manifest_path))
 
     if strict and env._problems:
         raise env._problems[0]

@@ -38,3 +38,7 @@ class EnvironmentManifest(StrictModel):
     tools: str | None = Field(default=None, description="Tool specifications YAML.")
     validators: str | None = Field(default=None, description="Python file (validators.py) or "
                                                              "module holding the data validators.")
+    checks: str | None = Field(default=None, description="Python file (checks.py) or module "
+                               "holding the rule checks: functions marked @rule_check(id, rule) "
+                               "that decide from a trace of tool calls and its database states "
+                               "whether a rule of the agent's instructions was followed.")

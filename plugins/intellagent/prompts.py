@@ -15,8 +15,8 @@ BUILTIN = Path(__file__).parent / "prompts"
 
 
 @lru_cache(maxsize=32)
-def _environment(override: str | None) -> jinja2.Environment:
-    folders = ([override] if override else []) + [str(BUILTIN)]
+def _environment(override: str | None, builtin: str = str(BUILTIN)) -> jinja2.Environment:
+    folders = ([override] if override else []) + [builtin]
     return jinja2.Environment(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
                               autoescape=False, trim_blocks=False, keep_trailing_newline=False)
 
@@ -24,17 +24,18 @@ def _environment(override: str | None) -> jinja2.Environment:
 class Prompts:
     """The templates of one step, with the folder of the user's replacements (or None)."""
 
-    def __init__(self, override: str | None, names: tuple[str, ...]) -> None:
+    def __init__(self, override: str | None, names: tuple[str, ...], builtin: Path = BUILTIN) -> None:
         self.override = str(Path(override).resolve()) if override else None
         self.names = names
+        self.builtin = str(builtin)
 
     def render(self, name: str, **values: Any) -> str:
         assert name in self.names, name
-        return _environment(self.override).get_template(name).render(**values).strip()
+        return _environment(self.override, self.builtin).get_template(name).render(**values).strip()
 
     def fingerprint(self) -> dict[str, str]:
         """The hash of every template this step renders, as it will be read."""
-        env = _environment(self.override)
+        env = _environment(self.override, self.builtin)
         out = {}
         for name in self.names:
             source, _, _ = env.loader.get_source(env, name)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from intellagent.conversation import TOOL_CALLS_AS_TEXT, Dialog, LiveSession, ToolBox, Turn, tool_call_in_text
 from intellagent.environment import diff_databases
+from intellagent.llm.types import Outcome
 from intellagent.model import StrictModel
 from intellagent.steps import Output, Simulator
 from intellagent_plugins.intellagent.artefacts import Event
@@ -98,13 +99,24 @@ class UserAgentSimulator(Simulator):
             return True, None
         return True, outcome.value.feedback or "The stop decision does not match the transcript."
 
+    async def user_turn(self, ctx, event: Event, view: list[dict[str, Any]]) -> Outcome[UserTurn]:
+        """The simulated user's next turn, given its view of the dialog (a subclass may sample
+        several and choose)."""
+        return await ctx.llm.structured(view, UserTurn, role="user")
+
+    def new_dialog(self, event: Event) -> Dialog:
+        return Dialog(id=event.id)
+
+    def finish(self, dialog: Dialog, session: LiveSession) -> None:
+        """Called when the dialog ends, with the agent's session (its exact messages)."""
+
     async def _run(self, ctx, event: Event) -> Dialog:
         db = ctx.database(event.rows)
         initial = db.copy() if db is not None else None
         toolbox = ToolBox(ctx.env, db)
         session = LiveSession(ctx.agent(ground_truth=event.task), toolbox, ctx.env.prompt,
                               max_tool_steps=self.config.max_tool_steps)
-        dialog = Dialog(id=event.id)
+        dialog = self.new_dialog(event)
         # the simulator's own view: its messages as "assistant", the agent's as "user"
         persona = self.prompts.render(f"user.{self.config.persona}.md", event=event)
         view: list[dict[str, Any]] = [{"role": "system", "content": persona},
@@ -115,7 +127,7 @@ class UserAgentSimulator(Simulator):
             if user_turns >= self.config.max_turns:
                 dialog.stop_reason = "max-turns"
                 break
-            outcome = await ctx.llm.structured(view, UserTurn, role="user")
+            outcome = await self.user_turn(ctx, event, view)
             if not outcome.ok:
                 dialog.stop_reason, dialog.error = "infra-error", outcome.error
                 break
@@ -156,6 +168,7 @@ class UserAgentSimulator(Simulator):
                 break
             view.append({"role": "user", "content": reply.content or "(the agent said nothing)"})
         dialog.tool_errors = sum(1 for r in toolbox.records if r.error)
+        self.finish(dialog, session)
         if db is not None:
             dialog.final_hash = db.hash()
             dialog.db_diff = diff_databases(initial, db).model_dump(mode="json")

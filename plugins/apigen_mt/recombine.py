@@ -1,0 +1,144 @@
+"""Reverse task recombination: accepted blueprints of the same user joined into longer tasks.
+
+``recombination-pairs`` (sampler, over every accepted blueprint) pairs blueprints of the same
+user; ``recombine`` (generator, per pair) concatenates their actions (a read the first part
+already made is not repeated), aggregates their outputs, re-runs the policy checks on the
+combined actions (two parts that conflict, such as cancelling and then returning the same order,
+are rejected here), checks that the combined actions still execute, has the generator write one
+combined instruction, and re-validates from stage 2: the committee, with refinement of the
+instruction on its feedback.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from intellagent.model import StrictModel
+from intellagent.steps import Generator, Output, Sampler
+
+from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Pair, Problem
+from intellagent_plugins.apigen_mt.committee import ROLES, decide
+from intellagent_plugins.apigen_mt.generator import PROMPTS, BlueprintConfig, Committee, rejection_note, result_scores
+from intellagent_plugins.apigen_mt.prompts import prompts
+from intellagent_plugins.apigen_mt.validation import check_policy, execute
+
+
+class PairsConfig(StrictModel):
+    pairs: int = Field(default=5, ge=0, description="Combined tasks to attempt, at most.")
+    max_actions: int = Field(default=12, ge=2, description="Longest combined action list.")
+
+
+class RecombinationPairs(Sampler):
+    """Pairs of accepted blueprints of the same user (every user's pairs in turn, seeded)."""
+
+    name = "recombination-pairs"
+    Config = PairsConfig
+    inputs = {"blueprints": list[BlueprintResult]}
+    output = list[Pair]
+
+    def run(self, ctx, blueprints: list[BlueprintResult]) -> list[Pair]:
+        by_user: dict[str, list[BlueprintResult]] = defaultdict(list)
+        for b in sorted(blueprints, key=lambda b: b.id):
+            if b.status == "accepted" and b.blueprint is not None and b.blueprint.user_id:
+                by_user[b.blueprint.user_id].append(b)
+        rng = ctx.rng("pairs")
+        candidates = []
+        for user in sorted(by_user):
+            group = by_user[user]
+            options = [(a, b) for i, a in enumerate(group) for b in group[i + 1:]
+                       if len(a.blueprint.actions) + len(b.blueprint.actions) <= self.config.max_actions
+                       and a.blueprint.actions != b.blueprint.actions]  # the same task twice is no pair
+            rng.shuffle(options)
+            candidates.append(options)
+        pairs: list[Pair] = []
+        while len(pairs) < self.config.pairs and any(candidates):  # one pair per user in turn
+            for options in candidates:
+                if options and len(pairs) < self.config.pairs:
+                    a, b = options.pop()
+                    pairs.append(Pair(id=f"C{len(pairs):03d}", user_id=a.blueprint.user_id, first=a, second=b))
+        return pairs
+
+
+class CombinedInstruction(BaseModel):
+    thought: str = Field(description="How the two requests fit in one conversation.")
+    instruction: str = Field(description="The combined instruction, second person.")
+
+
+def combine(first: Blueprint, second: Blueprint, reads: set[str]) -> Blueprint:
+    seen = {(a.name, repr(sorted(a.arguments.items()))) for a in first.actions}
+    actions = list(first.actions) + [a for a in second.actions
+                                     if not (a.name in reads and (a.name, repr(sorted(a.arguments.items()))) in seen)]
+    return Blueprint(thought=f"{first.thought} Then: {second.thought}", user_id=first.user_id,
+                     instruction="", actions=actions,
+                     outputs=list(dict.fromkeys(first.outputs + second.outputs)),
+                     persona=first.persona or second.persona)
+
+
+class Recombine(Generator):
+    """One longer task from a pair: combined actions checked, one instruction, stage 2 again."""
+
+    name = "recombine"
+    Config = BlueprintConfig
+    inputs = {"pair": Pair}
+    output = BlueprintResult
+    roles = {"generator": "writes the combined instruction", **ROLES}
+
+    def __init__(self, config: BlueprintConfig) -> None:
+        super().__init__(config)
+        self.texts = prompts(config.prompts, *PROMPTS)
+        self.committee = Committee(config, self.texts)
+
+    def fingerprint(self) -> Any:
+        return self.texts.fingerprint()
+
+    async def run(self, ctx, pair: Pair) -> Output[BlueprintResult]:
+        result = await self.make(ctx, pair)
+        if result.status == "infra-error":
+            return Output(value=result, status="infra-error", note=result.error or "")
+        return Output(value=result, status="pass" if result.status == "accepted" else "fail",
+                      note=rejection_note(result), scores=result_scores(result, "combined"))
+
+    async def make(self, ctx, pair: Pair) -> BlueprintResult:
+        reads = {n for n, t in ctx.env.tools.items() if not t.spec.action}
+        merged = combine(pair.first.blueprint, pair.second.blueprint, reads)
+        result = BlueprintResult(id=pair.id, kind="combined", status="rejected",
+                                 parts=[pair.first.id, pair.second.id])
+        execution = execute(ctx.env, merged, stop_on_error=False)
+        problems = [p.model_copy(update={"stage": "conflict"}) for p in
+                    (check_policy(ctx.env, execution.trace) if execution.trace else [])]
+        problems = problems or execution.problems
+        diff = execution.diff
+        execution.close()
+        if problems:
+            result.attempts.append(Attempt(round=0, blueprint=merged, problems=problems, diff=diff,
+                                           feedback="\n".join(f"- [{p.stage}: {p.reason}] {p.message}"
+                                                              for p in problems)))
+            return result
+        previous, feedback = "", ""
+        for round in range(self.config.review_rounds + 1):
+            outcome = await ctx.llm.structured([{"role": "user", "content": self.texts.render(
+                "combine.md", first=pair.first.blueprint, second=pair.second.blueprint,
+                actions=merged.actions, previous=previous, feedback=feedback)}],
+                CombinedInstruction, role="generator")
+            if not outcome.ok:
+                return result.model_copy(update={"status": "infra-error", "error": outcome.error})
+            blueprint = merged.model_copy(update={"instruction": outcome.value.instruction.strip()})
+            attempt = Attempt(round=round, blueprint=blueprint, diff=diff)
+            if not blueprint.instruction:
+                attempt.problems = [Problem(stage="format", reason="missing-part", message="the instruction is empty")]
+                attempt.feedback = "The instruction is empty."
+            else:
+                members, why = await self.committee.review(ctx, blueprint, diff)
+                if members is None:
+                    return result.model_copy(update={"status": "infra-error", "error": why})
+                attempt.reviews = members
+                attempt.votes, attempt.problems, attempt.feedback = decide(self.config.committee, members)
+            result.attempts.append(attempt)
+            if not attempt.problems:
+                result.status, result.blueprint = "accepted", blueprint
+                return result
+            previous, feedback = blueprint.instruction, attempt.feedback
+        return result

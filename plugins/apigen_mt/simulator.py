@@ -1,0 +1,91 @@
+"""``best-of-n-user``: the simulated human of phase 2, with self-critique.
+
+IntellAgent's ``user-agent`` loop (the τ-bench ``task-user`` persona: it knows only its
+instruction and reveals it turn by turn), except that each user turn is sampled ``candidates``
+times and a judge (role ``user-judge``) picks the candidate that stays closest to the
+instruction: no invented facts, not the whole intent at once, not led by the agent into
+something the instruction does not ask. The dialog is kept with the agent's exact messages and
+tools, for training export.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from intellagent.conversation import LiveSession
+from intellagent.llm.types import Outcome, Status
+from intellagent_plugins.intellagent.simulator import Config as UserConfig
+from intellagent_plugins.intellagent.simulator import UserAgentSimulator, UserTurn
+
+from intellagent_plugins.apigen_mt.artefacts import Trajectory
+from intellagent_plugins.apigen_mt.prompts import prompts
+
+
+class BestOfNConfig(UserConfig):
+    persona: Literal["policy-tester", "task-user"] = "task-user"
+    stop_check: bool = False
+    max_turns: int = Field(default=20, ge=1, description="User messages at most.")
+    candidates: int = Field(default=3, ge=1, le=8, description="User replies sampled per turn "
+                            "(1: no self-critique).")
+
+
+def _said(content: str) -> str:
+    """The message of one of the user's own turns (kept in its view as the turn's JSON)."""
+    try:
+        return json.loads(content).get("message", content)
+    except (ValueError, AttributeError):
+        return content
+
+
+class Choice(BaseModel):
+    best: int = Field(description="The number of the best candidate (1-based).")
+    reason: str = ""
+
+
+class BestOfNUser(UserAgentSimulator):
+    name = "best-of-n-user"
+    Config = BestOfNConfig
+    output = Trajectory
+    roles = {**UserAgentSimulator.roles,
+             "user-judge": "picks the simulated user's reply that keeps closest to the instruction"}
+
+    def __init__(self, config: BestOfNConfig) -> None:
+        super().__init__(config)
+        self.judge_texts = prompts(None, "user_judge.md")
+
+    def fingerprint(self) -> Any:
+        return {**super().fingerprint(), **self.judge_texts.fingerprint()}
+
+    def new_dialog(self, event) -> Trajectory:
+        return Trajectory(id=event.id, candidates=self.config.candidates)
+
+    def finish(self, dialog: Trajectory, session: LiveSession) -> None:
+        dialog.messages = list(session.messages)
+        dialog.tools = session.toolbox.schemas()
+
+    async def user_turn(self, ctx, event, view: list[dict[str, Any]]) -> Outcome[UserTurn]:
+        n = self.config.candidates
+        if n == 1:
+            return await super().user_turn(ctx, event, view)
+        outcomes = []
+        for i in range(n):  # each candidate is its own request: a cache never repeats one
+            sample = [{**view[0], "content": f"{view[0]['content']}\n\n(Draft {i + 1} of {n}.)"}] + view[1:]
+            outcomes.append(await ctx.llm.structured(sample, UserTurn, role="user"))
+        good = [o for o in outcomes if o.ok]
+        if not good:
+            return outcomes[0]
+        unique = list({o.value.model_dump_json(): o for o in good}.values())
+        if len(unique) == 1:
+            return unique[0]
+        conversation = [{"speaker": "customer", "text": _said(m["content"])} if m["role"] == "assistant"
+                        else {"speaker": "agent", "text": m["content"]} for m in view[2:]]
+        choice = await ctx.llm.structured([{"role": "user", "content": self.judge_texts.render(
+            "user_judge.md", instruction=event.scenario, knowledge=event.user_knowledge,
+            conversation=conversation, candidates=[o.value for o in unique])}], Choice, role="user-judge")
+        if not choice.ok:
+            return Outcome(status=choice.status if choice.status is not Status.ok else Status.infra_error,
+                           error=f"user judge: {choice.error}")
+        return unique[min(max(choice.value.best, 1), len(unique)) - 1]

@@ -1,0 +1,64 @@
+"""``apigen-tasks``: the accepted blueprints (single and combined) as τ-bench tasks, each run
+``trials`` times: the τ-bench pipeline's task events, any user simulator and agent, and the
+state critic take it from there."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field
+
+from intellagent.model import StrictModel
+from intellagent.steps import Sampler
+from intellagent_plugins.tau_bench.steps import TaskSpec
+
+from intellagent_plugins.apigen_mt.artefacts import BlueprintResult
+
+
+def as_task(index: int, result: BlueprintResult) -> dict[str, Any]:
+    """A τ-bench task (index, user_id, instruction, actions with kwargs, outputs) and where it
+    came from."""
+    b = result.blueprint
+    assert b is not None
+    return {"index": index, "user_id": b.user_id, "instruction": b.instruction,
+            "actions": [{"name": a.name, "kwargs": a.arguments} for a in b.actions],
+            "outputs": list(b.outputs), "blueprint": result.id, "kind": result.kind,
+            "persona": b.persona}
+
+
+def accepted_tasks(blueprints: list[BlueprintResult], combined: list[BlueprintResult] | None) -> list[dict]:
+    """The accepted blueprints, singles then combined, each distinct task once (the same user
+    and the same actions make the same task, whatever the instruction's wording)."""
+    chosen = sorted((b for b in blueprints if b.status == "accepted"), key=lambda b: b.id)
+    chosen += sorted((b for b in combined or [] if b.status == "accepted"), key=lambda b: b.id)
+    seen, distinct = set(), []
+    for b in chosen:
+        key = (b.blueprint.user_id, json.dumps([a.model_dump() for a in b.blueprint.actions], sort_keys=True))
+        if key not in seen:
+            seen.add(key)
+            distinct.append(b)
+    return [as_task(i, b) for i, b in enumerate(distinct)]
+
+
+class TasksConfig(StrictModel):
+    trials: int = Field(default=3, ge=1, description="Attempts per task (rejection sampling keeps "
+                                                     "the successful ones; pass^k over them).")
+
+
+class ApigenTasks(Sampler):
+    """Every accepted blueprint as a task, × trials."""
+
+    name = "apigen-tasks"
+    Config = TasksConfig
+    inputs = {"blueprints": list[BlueprintResult], "combined": list[BlueprintResult] | None}
+    output = list[TaskSpec]
+
+    def run(self, ctx, blueprints: list[BlueprintResult],
+            combined: list[BlueprintResult] | None = None) -> list[TaskSpec]:
+        specs = []
+        for task in accepted_tasks(blueprints, combined):
+            for trial in range(self.config.trials):
+                specs.append(TaskSpec(id=f"T{task['index']:03d}-{trial}", policies=[], target_complexity=0,
+                                      complexity=0, task={**task, "trial": trial}))
+        return specs

@@ -402,3 +402,9 @@ def test_a_folder_does_not_hide_an_installed_environment_of_that_name(runner, tm
     assert made.exit_code == 0
     result = runner.invoke(cli, ["validate", "garage"])  # not installed: say where it is
     assert_one_clean_line(result, "garage", "no environment.yaml in this folder (it holds garage/src/garage/environment")
+
+
+def test_a_function_model_that_does_not_import(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path / "ws"),
+                                 "--set", "llm.default={model: mock/function, options: {function: 'nosuch_mod:fn'}}"])
+    assert_one_clean_line(result, "model mock/function", "module 'nosuch_mod' failed to import")

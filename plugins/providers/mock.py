@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from intellagent.environment.refs import resolve
+from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
 from intellagent.llm.errors import OutputInvalid
 from intellagent.llm.fabricate import WORDS, fabricate
@@ -187,6 +187,9 @@ def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
         ref = options.get("function")
         if not ref:
             raise ConfigError("mock/function needs options: {function: 'module:callable'}")
-        return FunctionModel(resolve(ref, Path.cwd()))
+        try:
+            return FunctionModel(resolve(ref, Path.cwd()))
+        except ReferenceError_ as exc:
+            raise ConfigError(str(exc), item=f"model {settings.model}") from None
     raise ConfigError(f"unknown mock model '{settings.model}' (mock/schema, mock/scripted, "
                       "mock/function)")

@@ -29,8 +29,10 @@ from intellagent_plugins.almita.artefacts import ConversationNode, FlowNode, Gra
 FLOW_TYPES = ("start_message", "message", "api", "end_message")
 CONVERSATION_ROLES = ("assistant", "user", "api")
 
-# Text that stands for content instead of being it: {order_id}, <customer name>, TODO, "...".
-PLACEHOLDER = re.compile(r"\{[^{}]*\}|<[^<>]*>|\bTODO\b|\bTBD\b|^\W*$|\blorem ipsum\b", re.IGNORECASE)
+# Text that stands for content instead of being it: {order_id}, {{ name }}, <customer name>,
+# [ORDER ID], TODO, "...". A JSON object ({"status": "shipped"}) is content, not a placeholder.
+PLACEHOLDER = re.compile(r"\{\{?\s*[A-Za-z_][\w .-]*\s*\}\}?|<\s*[A-Za-z_][\w .-]*>|\[[A-Z][A-Z0-9_ ]*\]"
+                         r"|\bTODO\b|\bTBD\b|^\W*$|\blorem ipsum\b")
 
 
 def placeholder(text: str) -> str | None:

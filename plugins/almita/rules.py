@@ -184,7 +184,7 @@ def reachable_from_start(s: Subject) -> str | None:
     if not starts:
         return None
     seen = nx.descendants(s.g, starts[0]) | {starts[0]}
-    lost = [n for n in s.g if n not in seen]
+    lost = [n for n in s.g if n not in seen and s.g.in_degree(n)]  # another root: start-is-root says so
     return f"node {lost[0]} cannot be reached from the start" if lost else None
 
 

@@ -5,6 +5,7 @@ agent that records what it was given; and its sampler and test cutter."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import statistics
@@ -15,8 +16,18 @@ import pytest
 from ruamel.yaml import YAML
 
 from intellagent.cli import cli
-from intellagent_plugins.almita.artefacts import Conversation, Message, Procedure
+from intellagent.environment import load_environment
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.testing.harness import run_step
+from intellagent_plugins.almita.artefacts import (Conversation, ConversationGraph, ConversationNode, GraphEdge,
+                                                  Message, Procedure)
+from intellagent_plugins.almita.extractors import AlmitaNoise, NoiseConfig
 from intellagent_plugins.almita.generators import cut_tests
+from intellagent_plugins.almita.rules import check_conversation_graph
+from intellagent_plugins.providers.mock import FunctionModel
+from tests.almita_script import answer
+from tests.test_almita_rules import APIS, GRAPH
 from intellagent_plugins.almita.sampling import coverage, inverse_visit_paths, uniform_paths
 from tests.conftest import REPO
 
@@ -217,3 +228,36 @@ def test_inverse_visit_covers_more_than_a_uniform_walk_for_the_same_number_of_pa
         uniform.append(coverage(g, uniform_paths(g, "r", 10, random.Random(seed))))
     for i in (0, 1):  # nodes, edges: measured 0.51 against 0.47 (bench/almita_coverage.py)
         assert statistics.mean(c[i] for c in inverse) > statistics.mean(c[i] for c in uniform) + 0.02
+
+
+# --- noise --------------------------------------------------------------------------------------
+
+
+def _noise_llm():
+    model = FunctionModel(answer)
+    return LLM(LLMSettings(default=ModelSettings(model="fake")), providers={"fake": model}), model
+
+
+@pytest.mark.parametrize("probability", [0.0, 0.3, 1.0])
+def test_noise_follows_assistant_nodes_with_its_probability(probability):
+    graph = ConversationGraph(procedure=Procedure(id="P1", intent="x", intent_name="x", text="t"),
+                              nodes=[ConversationNode(**n) for n in GRAPH["nodes"]],
+                              edges=[GraphEdge(**e) for e in GRAPH["edges"]])
+    assistants = sum(n.role == "assistant" for n in graph.nodes)
+    env = load_environment(REPO / "plugins/almita/environment")
+    step = AlmitaNoise(NoiseConfig(probability=probability, attack_share=0.5))
+    inserted, attacks, calls = 0, 0, 0
+    for seed in range(40):
+        llm, model = _noise_llm()
+        out = asyncio.run(run_step(step, env, llm=llm, seed=seed, graph=graph))
+        noisy = out.value
+        assert check_conversation_graph(noisy.nodes, noisy.edges, APIS) == []
+        inserted += noisy.noise_inserted
+        attacks += sum(n.noise == "attack" and n.role == "user" for n in noisy.nodes)
+        calls += len(model.history)
+    share = inserted / (40 * assistants)
+    assert share == pytest.approx(probability, abs=0.08)
+    if probability == 0.0:
+        assert calls == 0  # nothing to write, no model call
+    else:
+        assert attacks / inserted == pytest.approx(0.5, abs=0.15)

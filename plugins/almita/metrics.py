@@ -61,6 +61,13 @@ def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
     return {k: Rate.of(*c) for k, c in counts.items()}
 
 
+DESCRIPTION = ("Reply recall and correct reply (similarity ≥ threshold) over the tests expecting a "
+               "reply; API recall, correct API (name) and correct API parameters (name and values) "
+               "over the tests expecting an API call; test correctness over all tests; conversation "
+               "correctness over conversations (every test right). Infra errors are not counted; an "
+               "agent crash is a wrong action.")
+
+
 class SevenConfig(StrictModel):
     step: str = Field(default="verdicts", description="The step whose items are the test verdicts.")
     title: str = "ALMITA metrics (overall and per intent)"
@@ -95,7 +102,7 @@ class AlmitaMetrics(Metric):
         headline = "almita " + ", ".join(f"{SEVEN[k]} {'–' if r.rate is None else f'{r.rate:.0%}'}"
                                          for k, r in overall.items()) + f" ({len(everything)} tests)"
         return MetricResult(name=self.name, title=self.config.title, headline=headline, values=values,
-                            columns=columns, rows=rows, description=(__doc__ or "").split("\n\n", 1)[1].strip())
+                            columns=columns, rows=rows, description=DESCRIPTION)
 
     @staticmethod
     def _row(intent: str, rates: dict[str, Rate], tests: int) -> dict[str, Any]:

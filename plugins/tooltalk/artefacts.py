@@ -25,8 +25,9 @@ class ApiCall(BaseModel):
 class Turn(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-    index: int = Field(default=-1, description="Its position in the conversation (filled in "
-                                              "where a file leaves it out).")
+    index: int = Field(default=-1, description="The file's own number for the turn (filled in "
+                                              "where a file leaves it out). Files are not always "
+                                              "consistent, so the pipeline counts turns by position.")
     role: Literal["user", "assistant"]
     text: str | None = None
     apis: list[ApiCall] | None = Field(default=None, description="The ground-truth calls an "
@@ -61,18 +62,18 @@ class Conversation(BaseModel):
         return self.name
 
     def calls(self) -> list[tuple[int, ApiCall]]:
-        """Every ground-truth call with the index of its turn, in order."""
-        return [(t.index, c) for t in self.conversation for c in (t.apis or [])]
+        """Every ground-truth call with the position of its turn, in order."""
+        return [(i, c) for i, t in enumerate(self.conversation) for c in (t.apis or [])]
 
     def reference_json(self) -> dict[str, Any]:
-        """The conversation as ToolTalk writes it (without our ``set``)."""
-        return self.model_dump(mode="json", exclude={"set"}, exclude_none=False)
+        """The conversation as ToolTalk writes it (without our ``set``; a file's keys as read)."""
+        return self.model_dump(mode="json", exclude={"set"}, exclude_unset=True)
 
 
 class TurnReplay(BaseModel):
     """What the agent did in one assistant turn of the replay."""
 
-    index: int = Field(description="The turn's index in the conversation.")
+    index: int = Field(description="The turn's position in the conversation (from 0).")
     predictions: list[ApiCall] = Field(default_factory=list, description="The calls it made, as "
                                        "executed (with the session token the harness supplied).")
     text: str | None = Field(default=None, description="Its reply; None if it never replied.")

@@ -60,7 +60,7 @@ class World:
 
     def fresh(self, before_turn: int | None = None) -> Database:
         """The world at the start of the conversation, with every ground-truth call of the turns
-        before ``before_turn`` replayed (all of them when None)."""
+        before position ``before_turn`` replayed (all of them when None)."""
         db = self._start.copy()
         for index, call in self.conversation.calls():
             if before_turn is not None and index >= before_turn:

@@ -78,12 +78,12 @@ async def replay(conversation: Conversation, world: World, agent: Agent, *, prom
     history: list[dict[str, Any]] = [{"role": "system",
                                       "content": f"{prompt.rstrip()}\n\n{user_data(conversation.metadata)}"}]
     turns: list[TurnReplay] = []
-    for turn in conversation.conversation:
+    for position, turn in enumerate(conversation.conversation):
         if turn.role == "user":
             history.append({"role": "user", "content": turn.text or ""})
             continue
-        record = TurnReplay(index=turn.index)
-        db = world.fresh(before_turn=turn.index)
+        record = TurnReplay(index=position)
+        db = world.fresh(before_turn=position)
         messages = list(history)
         try:
             while True:
@@ -109,6 +109,6 @@ async def replay(conversation: Conversation, world: World, agent: Agent, *, prom
             db.close()
         turns.append(record)
         for i, call in enumerate(turn.apis or []):
-            history += truth_messages(call, f"truth_{turn.index}_{i}", world)
+            history += truth_messages(call, f"truth_{position}_{i}", world)
         history.append({"role": "assistant", "content": turn.text or ""})
     return Replay(id=conversation.id, name=conversation.name, set=conversation.set, turns=turns), False

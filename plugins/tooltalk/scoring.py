@@ -67,10 +67,10 @@ def assess(conversation: Conversation, replay: Replay, meta: dict[str, ToolMeta]
             bad_action=matched is None and action and call.exception is None,
             why="" if matched is not None else why))
     replies = {t.index: t for t in replay.turns}
-    turns = [TurnSummary(index=t.index, role=t.role, text=t.text,
-                         reply=replies[t.index].text if t.index in replies else None,
-                         error=replies[t.index].error if t.index in replies else None)
-             for t in conversation.conversation]
+    turns = [TurnSummary(index=i, role=t.role, text=t.text,
+                         reply=replies[i].text if i in replies else None,
+                         error=replies[i].error if i in replies else None)
+             for i, t in enumerate(conversation.conversation)]
     return Assessment(id=conversation.id, name=conversation.name, set=conversation.set, turns=turns,
                       predictions=verdicts, ground_truth=truths,
                       metrics=counters(verdicts, len(truths)), comparator=comparator_name,

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
@@ -146,6 +146,15 @@ class MatchConfig(StrictModel):
     corrected: bool = Field(default=False, description="Use the corrected rules for ToolTalk's "
                             "known slips (message receiver checked, weather locations compared "
                             "ignoring case) instead of reproducing its scores exactly.")
+
+    @field_validator("comparator")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        try:
+            comparator(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return value
 
 
 class MatchCalls(Critic):

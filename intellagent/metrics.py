@@ -194,8 +194,9 @@ class RateMetric(Metric):
                       "passed": rate.passed}
             headline = f"{c.headline or self.name} {rate.text()}"
         elif c.headline:  # one line for all groups
-            headline = f"{c.headline}: " + "; ".join(
+            headline = f"{c.headline}: " + ("; ".join(
                 f"{_group_text(g)} {Rate.of(*counts.get(g, [0, 0])).text()}" for g in groups)
+                or "– (nothing scored)")
         charts = [Chart(kind=c.chart, x=c.by[0], y="rate", title=c.title or "")] \
             if c.chart != "none" and c.by else []
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,

@@ -18,15 +18,18 @@ def register_environments(register):
 
 @hookimpl
 def register_stages(register):
+    from intellagent_plugins.tooltalk.generation import PluginSubsets, WriteConversation, WriteScenarios
     from intellagent_plugins.tooltalk.steps import Conversations, MatchCalls, ReplayConversation
 
-    for step in (Conversations, ReplayConversation, MatchCalls):
+    for step in (Conversations, ReplayConversation, MatchCalls, PluginSubsets, WriteScenarios,
+                 WriteConversation):
         register(step)
 
 
 @hookimpl
 def register_pipelines(register):
     register("tooltalk", HERE / "pipeline.yaml")
+    register("tooltalk-generate", HERE / "generate.yaml")
 
 
 @hookimpl
@@ -44,3 +47,10 @@ def register_views(register):
     register("conversation", ConversationView)
     register("replay", ReplayView)
     register("assessment", AssessmentView)
+
+
+@hookimpl
+def register_commands(register):
+    from intellagent_plugins.tooltalk.commands import tooltalk_group
+
+    register(tooltalk_group)

@@ -67,7 +67,11 @@ class Conversation(BaseModel):
 
     def reference_json(self) -> dict[str, Any]:
         """The conversation as ToolTalk writes it (without our ``set``; a file's keys as read)."""
-        return self.model_dump(mode="json", exclude={"set"}, exclude_unset=True)
+        data = self.model_dump(mode="json", exclude={"set"}, exclude_unset=True)
+        for turn in data["conversation"]:
+            if turn.get("apis", ()) is None:  # ToolTalk expects the key only on turns with calls
+                del turn["apis"]
+        return data
 
 
 class TurnReplay(BaseModel):

@@ -80,6 +80,9 @@ def test_the_declarations_cover_28_tools_in_7_plugins_18_of_them_actions(env):
     # an exception where the ground truth had none never matches
     (call("DeleteAlarm", {"status": "success"}, session_token=TOKEN, alarm_id="1"),
      call("DeleteAlarm", None, "Alarm 1 not found.", session_token=TOKEN, alarm_id="1"), False, False),
+    # a null due date never matches one (ToolTalk's scorer crashes on it)
+    (call("AddReminder", {"reminder_id": "1"}, session_token=TOKEN, task="Call mom", due_date="2023-09-12 09:00:00"),
+     call("AddReminder", {"reminder_id": "1"}, session_token=TOKEN, task="Call mom", due_date=None), False, False),
     # GetReminders needs the very same request
     (call("GetReminders", {"reminders": []}, session_token=TOKEN),
      call("GetReminders", {"reminders": []}, session_token=TOKEN, extra=1), False, False),

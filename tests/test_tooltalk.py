@@ -254,3 +254,72 @@ def test_a_broken_conversation_file_is_one_line_naming_it(runner, tmp_path):
                                  "--folder", str(folder)])
     assert result.exit_code == 2 and "a.json" in result.output and "conversation.0.role" in result.output
     assert "Traceback" not in result.output
+
+
+def failing_model(request, response_model):
+    raise ConnectionError("model down")
+
+
+@needs_data
+def test_a_failing_agent_model_is_an_infra_error_not_a_failure(runner, tmp_path):
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
+                                 "--sets", "[easy]", "--set", "steps.conversations.with.limit=2",
+                                 "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.test_tooltalk:failing_model"])
+    assert result.exit_code == 0, result.output
+    assert "2 items (2 infra-error)" in result.output and "success: – (nothing scored)" in result.output
+
+
+def test_plugin_subsets_are_toolTalks_enumeration_drawn_by_the_seed(env):
+    import asyncio
+
+    from intellagent.testing.harness import run_step
+    from intellagent_plugins.tooltalk.generation import PluginSubsets, SubsetsConfig
+
+    def draw(**options):
+        return asyncio.run(run_step(PluginSubsets(SubsetsConfig(**options)), env, seed=3))
+
+    every = draw(requests=None)
+    # each tool is the required one in every 3-subset holding its plugin: C(6, 2) = 15 of them
+    assert len(every) == 28 * 15 and len({r.id for r in every}) == len(every)
+    assert all(r.tool in {t for t, m in tool_meta(env).items() if m.plugin in r.plugins} for r in every)
+    assert [r.id for r in draw(requests=10)] == [r.id for r in every[:10]]
+    assert [r.id for r in draw(requests=5)] == [r.id for r in every[:5]]  # a prefix: growing keeps them
+    pairs = draw(size=2, plugins=["Alarm", "Weather"], requests=None)
+    assert {r.tool for r in pairs} == {"AddAlarm", "DeleteAlarm", "FindAlarms", "CurrentWeather",
+                                       "ForecastWeather", "HistoricWeather"}
+
+
+@needs_data
+def test_the_writer_starts_logged_out_only_where_the_scenario_can_log_in(env):
+    from intellagent.testing.harness import step_context
+    from intellagent_plugins.tooltalk.generation import Scenario, WriteConfig, WriteConversation
+
+    step = WriteConversation(WriteConfig())
+    seen = set()
+    for i in range(12):
+        for plugins, tool in ((["Alarm", "Weather"], "AddAlarm"), (["AccountTools", "Alarm"], "UserLogin"),
+                              (["AccountTools", "Alarm"], "AddAlarm")):
+            scenario = Scenario(id=f"s{i}", plugins=plugins, tool=tool, text="")
+            user, metadata, logged_in = step.setting(step_context(env, key=f"k{i}"), scenario)
+            assert ("session_token" in user) is logged_in is ("session_token" in metadata)
+            if "AccountTools" not in plugins:
+                assert logged_in  # nothing could log the user in
+            if tool == "UserLogin":
+                assert not logged_in
+            seen.add((tool, logged_in))
+            assert env.seed_database().get("accounts", user["username"])["password"] == user["password"]
+    assert ("AddAlarm", False) in seen and ("AddAlarm", True) in seen
+
+
+@needs_data
+def test_the_tools_offered_follow_toolTalks_api_modes(env):
+    from intellagent_plugins.tooltalk.replay import tool_schemas
+
+    c = Conversation(name="x", suites_used=["Alarm", "Weather"], apis_used=["AddAlarm"],
+                     metadata={"timestamp": "2023-09-11 09:00:00"}, conversation=[])
+    world = World(env, c)
+    names = {mode: [s["function"]["name"] for s in tool_schemas(world, c, mode)] for mode in ("all", "plugins", "used")}
+    assert len(names["all"]) == 28 and names["used"] == ["AddAlarm"]
+    assert names["plugins"] == ["AddAlarm", "DeleteAlarm", "FindAlarms", "CurrentWeather", "ForecastWeather",
+                                "HistoricWeather"]

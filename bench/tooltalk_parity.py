@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import sys
 import time
 import types

@@ -323,3 +323,35 @@ def test_the_tools_offered_follow_toolTalks_api_modes(env):
     assert len(names["all"]) == 28 and names["used"] == ["AddAlarm"]
     assert names["plugins"] == ["AddAlarm", "DeleteAlarm", "FindAlarms", "CurrentWeather", "ForecastWeather",
                                 "HistoricWeather"]
+
+
+@needs_data
+def test_a_model_agent_sees_toolTalks_history_without_session_tokens(runner, tmp_path):
+    from tests.tooltalk_writer import SEEN
+
+    SEEN.clear()
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
+                                 "--set", "steps.conversations.with.names=[golden_conversation_1]",
+                                 "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.tooltalk_writer:recording_model"])
+    assert result.exit_code == 0, result.output
+    from intellagent_plugins.tooltalk.environment.data import conversation_files
+
+    path = next(p for s, p in conversation_files(["hard"]) if p.stem == "golden_conversation_1")
+    truth = json.loads(path.read_text())
+    assistant = [t for t in truth["conversation"] if t["role"] == "assistant"]
+    assert len(SEEN) == len(assistant)  # one request per assistant turn: it never called a tool
+    last = SEEN[-1]
+    system = last.messages[0]["content"]
+    assert f"location: {truth['metadata']['location']}" in system
+    assert f"timestamp: {truth['metadata']['timestamp']}" in system
+    shown = [json.loads(c["function"]["arguments"]) for m in last.messages for c in m.get("tool_calls") or []]
+    expected = [t for turn in assistant[:-1] for t in turn.get("apis", [])]
+    assert len(shown) == len(expected) and shown
+    assert all("session_token" not in args for args in shown)
+    results = [json.loads(m["content"]) for m in last.messages if m["role"] == "tool"]
+    assert results == [{"response": a["response"], "exception": a["exception"]} for a in expected]
+    assert [m["content"] for m in last.messages if m["role"] == "assistant" and not m.get("tool_calls")] == \
+        [t["text"] for t in assistant[:-1]]
+    assert len(last.tools) == 28
+    assert not any("session_token" in t["function"]["parameters"].get("properties", {}) for t in last.tools)

@@ -59,3 +59,12 @@ def reply(request, response_model):
                                "assistant": "Let me do that."},
                               {"user": "Thanks!", "calls": [], "assistant": "You're welcome."}]}
     raise AssertionError(f"unexpected request for {name or 'chat'}")
+
+
+SEEN: list = []
+
+
+def recording_model(request, response_model):
+    """An agent's model that only says "Noted." and keeps every request it got."""
+    SEEN.append(request)
+    return "Noted."

@@ -121,6 +121,10 @@ def groups_of(score: Score, by: list[str]) -> list[tuple]:
     return combos
 
 
+def _group_text(group: tuple) -> str:
+    return "/".join(str(v) for v in group)
+
+
 def _sort_key(group: tuple) -> tuple:
     return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in group)
 
@@ -134,7 +138,8 @@ class RateConfig(StrictModel):
     title: str | None = None
     description: str = ""
     chart: Literal["none", "line", "bar"] = "none"
-    headline: str | None = Field(default=None, description="Label of the terminal summary line.")
+    headline: str | None = Field(default=None, description="Label of the terminal summary line "
+                                 "(with `by`, one line listing every group).")
     cumulative: bool = Field(default=False, description="Each row counts the items at or above "
                              "its value of the (single, numeric) `by` label.")
 
@@ -188,6 +193,10 @@ class RateMetric(Metric):
             values = {"rate": rate.rate, "low": rate.low, "high": rate.high, "n": rate.n,
                       "passed": rate.passed}
             headline = f"{c.headline or self.name} {rate.text()}"
+        elif c.headline:  # one line for all groups
+            headline = f"{c.headline}: " + ("; ".join(
+                f"{_group_text(g)} {Rate.of(*counts.get(g, [0, 0])).text()}" for g in groups)
+                or "– (nothing scored)")
         charts = [Chart(kind=c.chart, x=c.by[0], y="rate", title=c.title or "")] \
             if c.chart != "none" and c.by else []
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
@@ -295,7 +304,8 @@ class RatioConfig(StrictModel):
                                 "actions).")
     title: str | None = None
     description: str = ""
-    headline: str | None = None
+    headline: str | None = Field(default=None, description="Label of the terminal summary line "
+                                 "(with `by`, one line listing every group).")
 
 
 class RatioMetric(Metric):
@@ -322,6 +332,9 @@ class RatioMetric(Metric):
             Column(key=c.denominator, label=c.denominator, kind="number")]
         values = {"value": rows[0]["value"] if rows else c.empty} if not c.by else {}
         headline = f"{c.headline or self.name} {values['value']}" if values and c.headline else None
+        if c.by and c.headline and rows:  # one line for all groups
+            headline = f"{c.headline}: " + "; ".join(
+                f"{_group_text(tuple(r[label] for label in c.by))} {r['value']}" for r in rows)
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
                             headline=headline, values=values, columns=columns, rows=rows)
 

@@ -48,3 +48,16 @@ def test_micro_averages_sum_before_dividing():
     assert {r["set"]: r["value"] for r in ratio.rows} == {"easy": 0.5, "hard": 0.5}
     empty = RatioMetric(RatioConfig(numerator="x", denominator="y", empty=1.0)).compute(Data(scores))
     assert empty.values == {"value": 1.0}
+
+
+def test_a_grouped_rate_or_ratio_with_a_headline_lists_every_group_on_one_line():
+    scores = [Score(name="c", status=st, labels={"set": s}) for st, s in
+              [("pass", "easy"), ("pass", "easy"), ("pass", "hard"), ("fail", "hard")]]
+    scores += [Score(name=n, value=v, labels={"set": s}) for s, m, p in [("easy", 2, 2), ("hard", 1, 4)]
+               for n, v in (("m", m), ("p", p))]
+    rate = RateMetric(RateConfig(score="c", by=["set"], headline="success")).compute(Data(scores))
+    assert rate.headline == ("success: easy 100% (34%–100%, n=2); hard 50% (9%–91%, n=2)")
+    ratio = RatioMetric(RatioConfig(numerator="m", denominator="p", by=["set"],
+                                    headline="precision")).compute(Data(scores))
+    assert ratio.headline == "precision: easy 1.0; hard 0.25"
+    assert RateMetric(RateConfig(score="c", by=["set"])).compute(Data(scores)).headline is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from intellagent.environment import load_environment
 
 
@@ -137,3 +139,13 @@ def test_async_implementations_are_refused_at_validate(shop, runner):
     assert result.exit_code == 2
     assert "implementation of 'later' is async (async def)" in result.stderr
     assert "tools.yaml:2" in result.stderr
+
+
+def test_meta_carries_a_pipelines_declarations_and_stays_out_of_the_agents_schema(shop):
+    tools = shop / "tools.yaml"
+    tools.write_text(tools.read_text().replace(
+        "  - name: add_credit\n", "  - name: add_credit\n    meta: {auth: true, equivalence: {response: ignore}}\n", 1))
+    env = load_environment(shop)
+    assert env.tools["add_credit"].spec.meta == {"auth": True, "equivalence": {"response": "ignore"}}
+    assert env.tools["get_customer"].spec.meta == {}
+    assert "meta" not in json.dumps(env.tools["add_credit"].openai_schema())

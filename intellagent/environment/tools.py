@@ -38,6 +38,9 @@ class ToolSpec(StrictModel):
                                                       "(e.g. a hand-off to a human).")
     implementation: str = Field(description="'module:function' or 'file.py:function'; called as "
                                             "function(db, **arguments).")
+    meta: dict[str, Any] = Field(default_factory=dict, description="Declarations for pipelines "
+                                 "that need more than the call (e.g. how two invocations are "
+                                 "compared, parameters the harness injects).")
     _source: str = PrivateAttr(default="")
 
     @field_validator("parameters")

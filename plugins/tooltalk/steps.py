@@ -1,0 +1,223 @@
+"""The ``tooltalk`` pipeline's steps: ToolTalk's conversations, their turn-by-turn replay against
+the agent under test, and the matching of its calls to the ground truth.
+
+- sampler ``conversations``: the easy and hard sets of the installed ``nvidia-tooltalk``
+  package, or a folder of conversations in ToolTalk's format (e.g. written by
+  ``tooltalk-generate``);
+- simulator ``replay``: each assistant turn from the ground-truth state, the agent's calls
+  executed on the ``tooltalk`` environment's tools;
+- critic ``match``: ToolTalk's greedy matching under each tool's equivalence rule, with a
+  pluggable text comparator; scores for the metrics (per conversation: success, soft success
+  and the counters, labelled with the set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
+
+from intellagent.errors import ConfigError, IntellagentError
+from intellagent.model import StrictModel
+from intellagent.steps import Critic, Output, Sampler, Score, Simulator
+from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
+from intellagent_plugins.tooltalk.comparators import comparator, source_of
+from intellagent_plugins.tooltalk.equivalence import TextRule
+from intellagent_plugins.tooltalk.executor import World, tool_meta
+from intellagent_plugins.tooltalk.replay import ToolChoice, replay
+from intellagent_plugins.tooltalk.scoring import assess
+
+PACKAGE_SETS = ("easy", "hard")
+
+
+class ConversationsConfig(StrictModel):
+    sets: list[str] = Field(default_factory=lambda: list(PACKAGE_SETS), description="ToolTalk's "
+                            "sets from the installed nvidia-tooltalk package: easy, hard.")
+    folder: str | None = Field(default=None, description="A folder of conversations in ToolTalk's "
+                               "JSON format, instead of the package's sets; its name is their set.")
+    names: list[str] | None = Field(default=None, description="Only the conversations with these names.")
+    limit: int | None = Field(default=None, ge=1, description="At most this many, in order.")
+
+
+def read_conversation(path: Path, set_name: str) -> Conversation:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    try:
+        return Conversation.model_validate({**data, "set": set_name})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise ConfigError(f"not a ToolTalk conversation: {where}: {error['msg']}", file=path) from None
+
+
+class Conversations(Sampler):
+    """ToolTalk's conversations, each an item to replay."""
+
+    name = "conversations"
+    description = "ToolTalk's easy and hard conversations (or a folder of them)"
+    Config = ConversationsConfig
+    output = list[Conversation]
+
+    def files(self) -> list[tuple[str, Path]]:
+        c: ConversationsConfig = self.config
+        if c.folder is not None:
+            folder = Path(c.folder)
+            if not folder.is_dir():
+                raise ConfigError("conversation folder not found", file=folder)
+            return [(folder.resolve().name, p) for p in sorted(folder.glob("*.json"))]
+        from intellagent_plugins.tooltalk.environment.data import conversation_files
+
+        unknown = [s for s in c.sets if s not in PACKAGE_SETS]
+        if unknown:
+            raise ConfigError(f"unknown set '{unknown[0]}' (the package has {', '.join(PACKAGE_SETS)}; "
+                              "give `folder` for others)", item="steps.conversations.with.sets")
+        return conversation_files(c.sets)
+
+    def fingerprint(self) -> Any:
+        digest = hashlib.sha256()
+        for set_name, path in self.files():
+            digest.update(f"{set_name}/{path.name}".encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+    def run(self, ctx) -> list[Conversation]:
+        c: ConversationsConfig = self.config
+        found = [read_conversation(path, set_name) for set_name, path in self.files()]
+        if c.names is not None:
+            missing = sorted(set(c.names) - {x.name for x in found})
+            if missing:
+                raise ConfigError(f"no conversation named {missing[0]!r}", item="steps.conversations.with.names")
+            found = [x for x in found if x.name in set(c.names)]
+        if not found:
+            raise ConfigError("no conversations to replay", item="steps.conversations")
+        return found[:c.limit] if c.limit else found
+
+
+class ReplayConfig(StrictModel):
+    tools: ToolChoice = Field(default="all", description="Tools offered to the agent: all 28, "
+                              "those of the conversation's plugins, or only those it uses "
+                              "(ToolTalk's api_mode all / suite / exact).")
+    max_calls: int = Field(default=20, ge=1, description="Calls one assistant turn may make "
+                           "before it is cut off.")
+
+
+class ReplayConversation(Simulator):
+    """Each assistant turn from the ground-truth state; the agent's calls executed and kept."""
+
+    name = "replay"
+    description = "ToolTalk's turn-by-turn replay against the agent under test"
+    Config = ReplayConfig
+    inputs = {"conversation": Conversation}
+    output = Replay
+    uses_agent = True
+
+    async def run(self, ctx, conversation: Conversation) -> Output[Replay]:
+        world = World(ctx.env, conversation)
+        try:
+            agent = ctx.agent(ground_truth=conversation.model_dump(mode="json"))
+            result, infra = await replay(conversation, world, agent, prompt=ctx.env.prompt,
+                                         tools=self.config.tools, max_calls=self.config.max_calls)
+        finally:
+            world.close()
+        if infra:
+            return Output(value=result, status="infra-error",
+                          note="the agent's model could not answer; run again to retry")
+        failed = [t for t in result.turns if t.error]
+        cut = [t for t in result.turns if t.stopped]
+        warnings = [f"cut off after {self.config.max_calls} calls in turn {t.index}" for t in cut]
+        if failed:
+            return Output(value=result, status="agent-error", warnings=warnings,
+                          note=f"the agent failed in {len(failed)} turn(s): {failed[0].error}")
+        return Output(value=result, warnings=warnings)
+
+
+class MatchConfig(StrictModel):
+    comparator: str = Field(default="token-sort", description="Text comparator for free-text "
+                            "arguments: token-sort, token-set, exact, distilbert-cls, or "
+                            "'module:function' (f(prediction, truth) -> 0..1).")
+    thresholds: dict[str, float] = Field(default_factory=dict, description="Text thresholds by "
+                                         "'Tool.field' (e.g. SendEmail.body: 0.7), over those the "
+                                         "tools declare (0.9, or 0.8 for email bodies and messages).")
+    corrected: bool = Field(default=False, description="Use the corrected rules for ToolTalk's "
+                            "known slips (message receiver checked, weather locations compared "
+                            "ignoring case) instead of reproducing its scores exactly.")
+
+    @field_validator("comparator")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        try:
+            comparator(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+
+class MatchCalls(Critic):
+    """ToolTalk's greedy matching of every prediction to the ground truth, and its metrics."""
+
+    name = "match"
+    description = "ToolTalk's tool-call equivalence and per-conversation metrics"
+    Config = MatchConfig
+    inputs = {"replay": Replay, "conversation": Conversation}
+    output = Assessment
+
+    def fingerprint(self) -> Any:
+        return source_of(self.config.comparator)
+
+    def _thresholds(self, env) -> dict[tuple[str, str], float]:
+        meta = tool_meta(env)
+        declared = {(tool, name) for tool, m in meta.items()
+                    for name, rule in {**m.equivalence.fields, **m.equivalence.corrections}.items()
+                    if isinstance(rule, TextRule)}
+        out = {}
+        for key, value in self.config.thresholds.items():
+            tool, _, name = key.partition(".")
+            if (tool, name) not in declared:
+                known = ", ".join(sorted(f"{t}.{n}" for t, n in declared))
+                raise ConfigError(f"no text field '{key}' (text fields: {known})",
+                                  item="steps.match.with.thresholds")
+            out[(tool, name)] = value
+        return out
+
+    def run(self, ctx, replay: Replay, conversation: Conversation) -> Output[Assessment]:
+        env = ctx.env
+        overrides = self._thresholds(env)
+        compare = comparator(self.config.comparator)
+        actions = {name for name, tool in env.tools.items() if tool.spec.action}
+        try:
+            result = assess(conversation, replay, tool_meta(env), actions, compare,
+                            corrected=self.config.corrected, comparator_name=self.config.comparator,
+                            threshold=lambda tool, field, declared: overrides.get((tool, field), declared))
+        except IntellagentError:
+            raise
+        except Exception as exc:  # a user's comparator that fails: its own clear line
+            raise ConfigError(f"comparator {self.config.comparator} failed: {type(exc).__name__}: {exc}",
+                              item=f"conversation {conversation.name}") from None
+        m = result.metrics
+        labels = {"set": conversation.set}
+        status = "pass" if m.success else "fail"
+        scores = [Score(name="conversation", status=status, labels=labels,
+                        note="" if m.success else _why(result))]
+        for name, value in (("predictions", m.predictions), ("ground-truth", m.ground_truths),
+                            ("matches", m.matches), ("actions", m.actions),
+                            ("valid-actions", m.valid_actions), ("bad-actions", m.bad_actions),
+                            ("soft-success", m.soft_success)):
+            scores.append(Score(name=name, value=value, labels=labels))
+        return Output(value=result, status=status, scores=scores,
+                      note="" if m.success else _why(result))
+
+
+def _why(result: Assessment) -> str:
+    missed = [t.call.request.api_name for t in result.ground_truth if not t.match]
+    bad = [p.call.request.api_name for p in result.predictions if p.bad_action]
+    parts = []
+    if missed:
+        parts.append(f"missed {', '.join(missed)}")
+    if bad:
+        parts.append(f"incorrect actions {', '.join(bad)}")
+    return "; ".join(parts)

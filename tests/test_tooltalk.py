@@ -355,3 +355,39 @@ def test_a_model_agent_sees_toolTalks_history_without_session_tokens(runner, tmp
         [t["text"] for t in assistant[:-1]]
     assert len(last.tools) == 28
     assert not any("session_token" in t["function"]["parameters"].get("properties", {}) for t in last.tools)
+
+
+def crash_after_first_turn(messages, tools):
+    """The right ForecastWeather call in the first assistant turn, then a crash in the next."""
+    if any(m["role"] == "assistant" and not m.get("tool_calls") for m in messages):
+        raise RuntimeError("agent bug")
+    if messages[-1]["role"] == "tool":
+        return "Tomorrow: a high of 72 and a low of 61."
+    return {"content": None, "tool_calls": [{"name": "ForecastWeather", "arguments": {"location": "London"}}]}
+
+
+@needs_data
+def test_an_agent_crash_in_a_turn_without_ground_truth_is_an_agent_error_not_a_pass(runner, tmp_path):
+    """ForecastWeather-easy's only call is in its first assistant turn: the crash in the second
+    leaves recall 1 and no incorrect action, and still counts against the agent."""
+    output, report, page = run(runner, tmp_path, "--agent", "python", "--set",
+                               "agent.with.callable=tests.test_tooltalk:crash_after_first_turn",
+                               "--set", "steps.conversations.with.names=[ForecastWeather-easy]")
+    assert "1 items (1 agent-error)" in output and "success: easy 0% " in output
+    assert report["outcomes"] == {"agent-error": 1}
+    assert by_set(report, "recall") == {"easy": 1.0} and by_set(report, "precision") == {"easy": 1.0}
+    assert by_set(report, "soft-success", "mean") == {"easy": 0.0}
+    assert "the agent failed in turn 3: RuntimeError: agent bug" in page
+    assert "no: the agent crashed" in page
+
+
+def test_a_crash_takes_success_and_soft_success_whatever_the_calls():
+    from intellagent_plugins.tooltalk.artefacts import PredictionVerdict
+    from intellagent_plugins.tooltalk.scoring import counters
+
+    right = [PredictionVerdict(turn=1, call=call("ForecastWeather", {}, location="London"), action=False,
+                               match=True, ground_truth=0, bad_action=False)]
+    clean, crashed = counters(right, 1), counters(right, 1, agent_error=True)
+    assert clean.success and clean.soft_success == 1.0 and not clean.agent_error
+    assert not crashed.success and crashed.soft_success == 0.0 and crashed.agent_error
+    assert (crashed.precision, crashed.recall) == (clean.precision, clean.recall) == (1.0, 1.0)

@@ -8,7 +8,8 @@ the agent under test, and the matching of its calls to the ground truth.
   executed on the ``tooltalk`` environment's tools;
 - critic ``match``: ToolTalk's greedy matching under each tool's equivalence rule, with a
   pluggable text comparator; scores for the metrics (per conversation: success, soft success
-  and the counters, labelled with the set).
+  and the counters, labelled with the set). A conversation where the agent crashed is an
+  ``agent-error``, counted as a failure.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class MatchCalls(Critic):
     """ToolTalk's greedy matching of every prediction to the ground truth, and its metrics."""
 
     name = "match"
+    version = "2"  # 2: a conversation where the agent crashed is an agent-error, never a success
     description = "ToolTalk's tool-call equivalence and per-conversation metrics"
     Config = MatchConfig
     inputs = {"replay": Replay, "conversation": Conversation}
@@ -200,22 +202,21 @@ class MatchCalls(Critic):
                               item=f"conversation {conversation.name}") from None
         m = result.metrics
         labels = {"set": conversation.set}
-        status = "pass" if m.success else "fail"
-        scores = [Score(name="conversation", status=status, labels=labels,
-                        note="" if m.success else _why(result))]
+        status = "agent-error" if m.agent_error else "pass" if m.success else "fail"
+        note = "" if m.success else _why(result)
+        scores = [Score(name="conversation", status=status, labels=labels, note=note)]
         for name, value in (("predictions", m.predictions), ("ground-truth", m.ground_truths),
                             ("matches", m.matches), ("actions", m.actions),
                             ("valid-actions", m.valid_actions), ("bad-actions", m.bad_actions),
                             ("soft-success", m.soft_success)):
             scores.append(Score(name=name, value=value, labels=labels))
-        return Output(value=result, status=status, scores=scores,
-                      note="" if m.success else _why(result))
+        return Output(value=result, status=status, scores=scores, note=note)
 
 
 def _why(result: Assessment) -> str:
     missed = [t.call.request.api_name for t in result.ground_truth if not t.match]
     bad = [p.call.request.api_name for p in result.predictions if p.bad_action]
-    parts = []
+    parts = [f"the agent failed in {result.agent_error}"] if result.agent_error else []
     if missed:
         parts.append(f"missed {', '.join(missed)}")
     if bad:

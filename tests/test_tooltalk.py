@@ -391,3 +391,60 @@ def test_a_crash_takes_success_and_soft_success_whatever_the_calls():
     assert clean.success and clean.soft_success == 1.0 and not clean.agent_error
     assert not crashed.success and crashed.soft_success == 0.0 and crashed.agent_error
     assert (crashed.precision, crashed.recall) == (clean.precision, clean.recall) == (1.0, 1.0)
+
+
+def package_conversation(name: str) -> dict:
+    from intellagent_plugins.tooltalk.environment.data import conversation_files
+
+    path = next(p for _, p in conversation_files(["easy", "hard"]) if p.stem == name)
+    return json.loads(path.read_text())
+
+
+def ground_truth_calls(data: dict) -> list[dict]:
+    return [c for turn in data["conversation"] for c in turn.get("apis") or []]
+
+
+def corrupt_unknown_tool(data):
+    ground_truth_calls(data)[0]["request"]["api_name"] = "Teleport"
+
+
+def corrupt_timestamp(data):
+    data["metadata"]["timestamp"] = "yesterday"
+
+
+def corrupt_response(data):
+    ground_truth_calls(data)[0]["response"]["forecast"][0]["high"] = 99
+
+
+def corrupt_exception(data):
+    ground_truth_calls(data)[0]["exception"] = "Location not found"
+
+
+@needs_data
+@pytest.mark.parametrize("corrupt,message", [
+    (corrupt_unknown_tool, "ground-truth call #0 (turn 1) names no tool 'Teleport'"),
+    (corrupt_timestamp, "metadata.timestamp 'yesterday' is not YYYY-MM-DD HH:MM:SS"),
+    (corrupt_response, "ground-truth call #0 (ForecastWeather, turn 1) does not replay as recorded: "
+                       "a different response"),
+    (corrupt_exception, "ground-truth call #0 (ForecastWeather, turn 1) does not replay as recorded: "
+                        "exception None, expected 'Location not found'"),
+])
+def test_ground_truth_the_tools_cannot_replay_is_bad_input_before_any_agent_call(runner, tmp_path, corrupt, message):
+    """Bad data is not the agent's failure: one line naming the file, exit 2, the agent never asked."""
+    from tests.tooltalk_writer import SEEN
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "ForecastWeather-easy.json").write_text(json.dumps(package_conversation("ForecastWeather-easy")))
+    broken = package_conversation("ForecastWeather-easy")
+    corrupt(broken)
+    broken["name"] = "broken"
+    (folder / "broken.json").write_text(json.dumps(broken))
+    SEEN.clear()
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path / "ws"),
+                                 "--folder", str(folder), "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.tooltalk_writer:recording_model"])
+    assert result.exit_code == 2, result.output
+    line = next((x for x in result.output.splitlines() if "broken.json" in x), result.output)
+    assert message in line, result.output
+    assert "Traceback" not in result.output and not SEEN

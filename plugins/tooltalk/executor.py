@@ -6,13 +6,14 @@ refused, unknown tools and unreadable arguments reported as the call's exception
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from intellagent.environment import Database, Environment
 from intellagent.errors import IntellagentError
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Request
-from intellagent_plugins.tooltalk.equivalence import ToolMeta
+from intellagent_plugins.tooltalk.equivalence import STAMP, ToolMeta, mismatch
 
 NOT_LOGGED_IN = "User is not logged in"
 UNREADABLE = "Failed to parse API call"
@@ -67,6 +68,35 @@ class World:
                 break
             self.execute(db, call.request.api_name, dict(call.request.parameters or {}))
         return db
+
+    def problem(self) -> str | None:
+        """Why the conversation's ground truth is not replayable on these tools, or None: a clock
+        not in ToolTalk's format, a call of a tool that does not exist, or a call whose recorded
+        response or exception the tools do not give back (under the tool's own equivalence
+        rule, the one an oracle is held to). A perfect agent could not pass such a conversation,
+        so scoring it would count bad data against the agent."""
+        c = self.conversation
+        stamp = c.metadata.get("timestamp")
+        try:
+            datetime.strptime(stamp, STAMP)
+        except (TypeError, ValueError):
+            return f"metadata.timestamp {stamp!r} is not YYYY-MM-DD HH:MM:SS"
+        for position, (turn, call) in enumerate(c.calls()):
+            if call.request.api_name not in self.env.tools:
+                return (f"ground-truth call #{position} (turn {turn}) names no tool "
+                        f"{call.request.api_name!r} of environment {self.env.name}")
+        db = self._start.copy()
+        try:
+            for position, (turn, call) in enumerate(c.calls()):
+                name, parameters = call.request.api_name, call.request.parameters
+                got = self.execute(db, name, None if parameters is None else dict(parameters))
+                why = mismatch(got, call, self.meta[name].equivalence,
+                               lambda a, b: 1.0 if a == b else 0.0)
+                if why:
+                    return f"ground-truth call #{position} ({name}, turn {turn}) does not replay as recorded: {why}"
+        finally:
+            db.close()
+        return None
 
     def session(self, db: Database) -> str | None:
         record = db.get("world", "session")

@@ -88,15 +88,26 @@ class Conversations(Sampler):
 
     def run(self, ctx) -> list[Conversation]:
         c: ConversationsConfig = self.config
-        found = [read_conversation(path, set_name) for set_name, path in self.files()]
+        read = [(read_conversation(path, set_name), path) for set_name, path in self.files()]
         if c.names is not None:
-            missing = sorted(set(c.names) - {x.name for x in found})
+            missing = sorted(set(c.names) - {x.name for x, _ in read})
             if missing:
                 raise ConfigError(f"no conversation named {missing[0]!r}", item="steps.conversations.with.names")
-            found = [x for x in found if x.name in set(c.names)]
-        if not found:
+            read = [(x, path) for x, path in read if x.name in set(c.names)]
+        if not read:
             raise ConfigError("no conversations to replay", item="steps.conversations")
-        return found[:c.limit] if c.limit else found
+        read = read[:c.limit] if c.limit else read
+        for conversation, path in read:  # bad data is refused before any agent is asked
+            world = World(ctx.env, conversation)
+            try:
+                problem = world.problem()
+            except IntellagentError as exc:
+                problem = exc.message
+            finally:
+                world.close()
+            if problem:
+                raise ConfigError(problem, file=path)
+        return [x for x, _ in read]
 
 
 class ReplayConfig(StrictModel):

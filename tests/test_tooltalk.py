@@ -448,3 +448,17 @@ def test_ground_truth_the_tools_cannot_replay_is_bad_input_before_any_agent_call
     line = next((x for x in result.output.splitlines() if "broken.json" in x), result.output)
     assert message in line, result.output
     assert "Traceback" not in result.output and not SEEN
+
+
+@pytest.mark.parametrize("pipeline", ["tooltalk", "tooltalk-generate"])
+def test_both_pipelines_count_an_agent_error_as_a_failed_conversation(pipeline):
+    from intellagent.plan import load_plan
+    from intellagent.steps import Score
+
+    class Scores:
+        def scores(self, name=None, step=None):
+            for status in ("pass", "fail", "agent-error"):
+                yield None, Score(name="conversation", status=status, labels={"set": "s"})
+
+    (row,) = load_plan(pipeline, load_registry()).metrics["success"].compute(Scores()).rows
+    assert (row["rate"]["passed"], row["rate"]["n"]) == (1, 3) and not row["other"]

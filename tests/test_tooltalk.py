@@ -462,3 +462,24 @@ def test_both_pipelines_count_an_agent_error_as_a_failed_conversation(pipeline):
 
     (row,) = load_plan(pipeline, load_registry()).metrics["success"].compute(Scores()).rows
     assert (row["rate"]["passed"], row["rate"]["n"]) == (1, 3) and not row["other"]
+
+
+@pytest.mark.parametrize("thresholds,message", [
+    ("{SendEmail.body: 1.5}", "less than or equal to 1"),
+    ("{SendEmail.body: -0.1}", "greater than or equal to 0"),
+    ("{SendEmail.to: 0.5}", "no text field 'SendEmail.to'"),
+    ("{Teleport.body: 0.5}", "no text field 'Teleport.body'"),
+    ("{body: 0.5}", "no text field 'body'"),
+])
+def test_thresholds_outside_0_1_or_on_no_text_field_are_refused_before_any_agent_call(runner, tmp_path,
+                                                                                     thresholds, message):
+    from tests.tooltalk_writer import SEEN
+
+    SEEN.clear()
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
+                                 "--set", f"steps.matches.with.thresholds={thresholds}",
+                                 "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.tooltalk_writer:recording_model"])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "steps.matches.with" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not SEEN

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -152,9 +152,10 @@ class MatchConfig(StrictModel):
     comparator: str = Field(default="token-sort", description="Text comparator for free-text "
                             "arguments: token-sort, token-set, exact, distilbert-cls, or "
                             "'module:function' (f(prediction, truth) -> 0..1).")
-    thresholds: dict[str, float] = Field(default_factory=dict, description="Text thresholds by "
-                                         "'Tool.field' (e.g. SendEmail.body: 0.7), over those the "
-                                         "tools declare (0.9, or 0.8 for email bodies and messages).")
+    thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict, description="Text thresholds (0..1) by 'Tool.field' (e.g. "
+        "SendEmail.body: 0.7), over those the tools declare (0.9, or 0.8 for email bodies and "
+        "messages); only fields the tools compare as text.")
     corrected: bool = Field(default=False, description="Use the corrected rules for ToolTalk's "
                             "known slips (message receiver checked, weather locations compared "
                             "ignoring case) instead of reproducing its scores exactly.")
@@ -182,24 +183,25 @@ class MatchCalls(Critic):
     def fingerprint(self) -> Any:
         return source_of(self.config.comparator)
 
-    def _thresholds(self, env) -> dict[tuple[str, str], float]:
+    def check(self, env) -> str | None:
+        """A threshold on a field that no tool of ``env`` compares as text."""
         meta = tool_meta(env)
         declared = {(tool, name) for tool, m in meta.items()
                     for name, rule in {**m.equivalence.fields, **m.equivalence.corrections}.items()
                     if isinstance(rule, TextRule)}
-        out = {}
-        for key, value in self.config.thresholds.items():
+        for key in self.config.thresholds:
             tool, _, name = key.partition(".")
             if (tool, name) not in declared:
                 known = ", ".join(sorted(f"{t}.{n}" for t, n in declared))
-                raise ConfigError(f"no text field '{key}' (text fields: {known})",
-                                  item="steps.match.with.thresholds")
-            out[(tool, name)] = value
-        return out
+                return f"thresholds: no text field '{key}' (text fields: {known})"
+        return None
 
     def run(self, ctx, replay: Replay, conversation: Conversation) -> Output[Assessment]:
         env = ctx.env
-        overrides = self._thresholds(env)
+        problem = self.check(env)  # the runner checked it already; a step run alone has not
+        if problem:
+            raise ConfigError(problem, item="thresholds")
+        overrides = {tuple(key.split(".", 1)): value for key, value in self.config.thresholds.items()}
         compare = comparator(self.config.comparator)
         actions = {name for name, tool in env.tools.items() if tool.spec.action}
         try:

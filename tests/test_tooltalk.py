@@ -483,3 +483,86 @@ def test_thresholds_outside_0_1_or_on_no_text_field_are_refused_before_any_agent
     assert result.exit_code == 2, result.output
     assert message in result.output and "steps.matches.with" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not SEEN
+
+
+def always_weather(messages, tools):
+    """Never replies: asks for the weather again and again, one call per step."""
+    return {"content": None, "tool_calls": [{"name": "CurrentWeather", "arguments": {"location": "London"}}]}
+
+
+def weather_twice(messages, tools):
+    """Never replies: two weather calls in every step."""
+    return {"content": None, "tool_calls": [{"name": "CurrentWeather", "arguments": {"location": "London"}},
+                                            {"name": "CurrentWeather", "arguments": {"location": "Paris"}}]}
+
+
+@needs_data
+@pytest.mark.parametrize("agent", ["always_weather", "weather_twice"])
+def test_a_turn_is_cut_off_after_max_calls(runner, tmp_path, agent):
+    output, report, page = run(runner, tmp_path, "--agent", "python", "--set",
+                               f"agent.with.callable=tests.test_tooltalk:{agent}",
+                               "--set", "steps.conversations.with.names=[ForecastWeather-easy]",
+                               "--set", "steps.replays.with.max_calls=3")
+    (replayed,) = [i for i in report["items"] if i["step"] == "replays"]
+    turns = replayed["value"]["turns"]
+    assert [t["index"] for t in turns] == [1, 3]  # both assistant turns, each cut off
+    assert [len(t["predictions"]) for t in turns] == [3, 3]
+    assert all(t["stopped"] and t["text"] is None for t in turns)
+    (step,) = [s for s in report["steps"] if s["name"] == "replays"]
+    assert step["warnings"] == {"cut off after 3 calls in turn 1": 1, "cut off after 3 calls in turn 3": 1}
+    assert by_set(report, "precision") == {"easy": 0.0}  # six calls, none the forecast
+
+
+def test_a_conversation_without_ground_truth_has_recall_1_so_only_incorrect_actions_fail_it(env):
+    """ToolTalk divides by zero there (its recall has no guard); recall 1 makes such a
+    conversation test over-triggering: it succeeds unless the agent acts without cause."""
+    import asyncio
+
+    from intellagent.testing.harness import run_step
+    from intellagent_plugins.tooltalk.artefacts import Replay, TurnReplay
+    from intellagent_plugins.tooltalk.steps import MatchCalls, MatchConfig
+
+    chat = Conversation(name="chat", set="probe", user={"username": "ahhchiu"},
+                        metadata={"location": "London", "timestamp": "2023-09-11 09:00:00"},
+                        conversation=[{"role": "user", "text": "hi"}, {"role": "assistant", "text": "Hello!"}])
+    weather = call("CurrentWeather", {"weather": []}, location="London")
+    alarm = call("AddAlarm", {"alarm_id": "5bff-dd80"}, session_token=TOKEN, time="07:00:00")
+    outcomes = {}
+    for label, calls in (("idle", []), ("non-action", [weather]), ("action", [alarm])):
+        replay = Replay(id="chat", name="chat", set="probe", turns=[TurnReplay(index=1, predictions=calls, text="Hi")])
+        out = asyncio.run(run_step(MatchCalls(MatchConfig()), env, replay=replay, conversation=chat))
+        m = out.value.metrics
+        outcomes[label] = (out.status, m.recall, m.soft_success, m.bad_actions)
+    assert outcomes == {"idle": ("pass", 1.0, 1.0, 0), "non-action": ("pass", 1.0, 1.0, 0),
+                        "action": ("fail", 1.0, 0.0, 1)}
+
+
+def test_threshold_overrides_apply_to_their_tool_and_field_only(env):
+    import asyncio
+
+    from intellagent.testing.harness import run_step
+    from intellagent_plugins.tooltalk.artefacts import Replay, TurnReplay
+    from intellagent_plugins.tooltalk.steps import MatchCalls, MatchConfig
+
+    body = "Hi Ana, are you free for dinner on Friday at 7pm? Let me know by Thursday."
+    truth = call("SendEmail", {"email_id": "5b-dd80-9f8a27ab"}, session_token=TOKEN, to=["ana@x.com"],
+                 subject="Dinner on Friday", body=body)
+    conversation = Conversation(name="mail", set="probe", user={"username": "ahhchiu"},
+                                metadata={"location": "London", "timestamp": "2023-09-11 09:00:00"},
+                                conversation=[{"role": "user", "text": "Ask Ana to dinner"},
+                                              {"role": "assistant", "text": "Sent.", "apis": [truth]}])
+    reworded = "Hi Ana, dinner on Friday? Tell me by Thursday."
+    assert 0.3 < token_sort(reworded, body) < 0.8  # between the override below and the declared 0.8
+    prediction = truth.model_copy(deep=True)
+    prediction.request.parameters["body"] = reworded
+    replay = Replay(id="mail", name="mail", set="probe", turns=[TurnReplay(index=1, predictions=[prediction],
+                                                                            text="Sent.")])
+
+    def status(**thresholds):
+        step = MatchCalls(MatchConfig(thresholds=thresholds))
+        return asyncio.run(run_step(step, env, replay=replay, conversation=conversation)).status
+
+    assert status() == "fail"
+    assert status(**{"SendEmail.body": 0.3}) == "pass"
+    assert status(**{"SendMessage.message": 0.3, "SendEmail.subject": 0.3}) == "fail"  # other fields
+    assert status(**{"SendEmail.body": 0.3, "SendEmail.subject": 1.0}) == "pass"  # the same subject scores 1

@@ -566,3 +566,22 @@ def test_threshold_overrides_apply_to_their_tool_and_field_only(env):
     assert status(**{"SendEmail.body": 0.3}) == "pass"
     assert status(**{"SendMessage.message": 0.3, "SendEmail.subject": 0.3}) == "fail"  # other fields
     assert status(**{"SendEmail.body": 0.3, "SendEmail.subject": 1.0}) == "pass"  # the same subject scores 1
+
+
+@needs_data
+@pytest.mark.parametrize("api,arguments,exception", [
+    ("AddAlarm", {}, "AddAlarm.call() missing 1 required positional argument: 'time'"),
+    ("HistoricWeather", {}, "HistoricWeather.call() missing 2 required positional arguments: 'location' and 'month'"),
+    ("CreateEvent", {"event_type": "event"},
+     "CreateEvent.call() missing 3 required positional arguments: 'name', 'start_time', and 'end_time'"),
+    ("AddAlarm", {"time": "07:00:00", "label": "gym"}, "AddAlarm.call() got an unexpected keyword argument 'label'"),
+    ("AddAlarm", {"label": "gym"}, "AddAlarm.call() got an unexpected keyword argument 'label'"),  # before missing
+    ("CurrentWeather", {"location": "London", "session_token": TOKEN},
+     "CurrentWeather.call() got an unexpected keyword argument 'session_token'"),
+])
+def test_missing_and_unknown_arguments_fail_with_toolTalks_python_texts(env, api, arguments, exception):
+    """ToolTalk calls each tool as a Python method, so these fail with Python's TypeError text;
+    a ground-truth call that expects such an exception is matched only by the same text."""
+    world = World(env, conversation(session_token=TOKEN))
+    db = world.fresh()
+    assert world.execute(db, api, arguments).exception == exception

@@ -20,6 +20,24 @@ UNREADABLE = "Failed to parse API call"
 LOGINS = ("UserLogin", "RegisterUser")
 
 
+def signature_error(name: str, spec: Any, arguments: dict[str, Any], auth: bool) -> str | None:
+    """The text Python gives when a method ``name.call(session_token, <parameters>)`` is called
+    with ``arguments``: ToolTalk runs each tool that way, so a call with an unknown or a missing
+    argument fails with that text there. An unknown name is reported first (Python checks the
+    keywords before the missing ones); a tool that does not act for the user takes no token."""
+    known = set(spec.properties) | ({"session_token"} if auth else set())
+    unknown = next((key for key in arguments if key not in known), None)
+    if unknown is not None:
+        return f"{name}.call() got an unexpected keyword argument '{unknown}'"
+    missing = [f"'{p}'" for p in spec.properties if p in spec.required and p not in arguments]
+    if not missing:
+        return None
+    listed = missing[0] if len(missing) == 1 else f"{missing[0]} and {missing[1]}" if len(missing) == 2 \
+        else f"{', '.join(missing[:-1])}, and {missing[-1]}"
+    plural = "s" if len(missing) > 1 else ""
+    return f"{name}.call() missing {len(missing)} required positional argument{plural}: {listed}"
+
+
 def tool_meta(env: Environment) -> dict[str, ToolMeta]:
     """Every tool's ToolTalk declarations; one clear line if a tool lacks or garbles them."""
     metas = {}
@@ -123,7 +141,11 @@ class World:
             user = next((a["username"] for a in db.all("accounts") if a["session_token"] == token), None)
             return ApiCall(request=request, exception="Only one user can be logged in at a time. "
                                                       f"Current user is {user}.")
-        result = self.env.tools[api_name].call(db, arguments)
+        tool = self.env.tools[api_name]
+        wrong = signature_error(api_name, tool.spec, arguments, self.meta[api_name].auth)
+        if wrong:
+            return ApiCall(request=request, exception=wrong)
+        result = tool.call(db, arguments)
         if result.error:
             return ApiCall(request=request, exception=result.output.removeprefix("Error: "))
         return ApiCall(request=request, response=json.loads(result.output) if result.output else None)

@@ -122,7 +122,7 @@ class ReplayConversation(Simulator):
     """Each assistant turn from the ground-truth state; the agent's calls executed and kept."""
 
     name = "replay"
-    version = "2"  # 2: max_calls is exact, also when one step asks for several calls
+    version = "2"  # 2: max_calls exact; missing and unknown arguments fail with ToolTalk's texts
     description = "ToolTalk's turn-by-turn replay against the agent under test"
     Config = ReplayConfig
     inputs = {"conversation": Conversation}

@@ -140,7 +140,9 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None)
         parts.append(f"{len(env.checks)} rule checks")
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
     if pipeline is not None:
-        _echo_plan(load_plan(pipeline, registry))
+        plan = load_plan(pipeline, registry)
+        plan.check_environment(env)
+        _echo_plan(plan)
 
 
 def _is_pipeline_name(registry: Registry, target: str) -> bool:

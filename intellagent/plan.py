@@ -137,6 +137,15 @@ class Plan:
     executor: Any = None
     roles: dict[str, str] = field(default_factory=dict)  # every declared role → description
 
+    def check_environment(self, env: Any, steps: list[str] | None = None) -> None:
+        """Each step's ``check(env)`` (of ``steps``, all by default): options that do not fit the
+        environment are refused in one line naming the step, before anything runs."""
+        for name in steps if steps is not None else self.steps:
+            check = getattr(self.steps[name].plugin, "check", None)
+            problem = check(env) if check is not None else None
+            if problem:
+                raise IntellagentError(problem, item=f"steps.{name}.with")
+
     def upstream(self, step: str) -> list[str]:
         """``step`` and every step it depends on, in execution order."""
         needed = {step}

@@ -144,6 +144,7 @@ class Runner:
             raise IntellagentError(f"no step named '{until}' (steps: {', '.join(plan.steps)})",
                                    item="--until")
         names = plan.upstream(until) if until else list(plan.steps)
+        plan.check_environment(env, names)
         self.steps = [plan.steps[n] for n in names]
         self.by_domain: dict[tuple, list[PlannedStep]] = {}
         for s in self.steps:

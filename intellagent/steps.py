@@ -93,6 +93,12 @@ class Step:
         a user may edit); part of its items' cache key. None by default."""
         return None
 
+    def check(self, env: Any) -> str | None:
+        """A problem with this step's options in ``env`` (say, a tool the environment does not
+        have), or None. Checked before a run's first item and by ``intellagent validate ENV
+        --pipeline P``, so options that cannot work cost no model call."""
+        return None
+
     async def run(self, ctx: Any, **inputs: Any) -> Any:
         """Compute one item from exactly the declared inputs; return the value or an
         :class:`Output`. Raise :class:`~intellagent.errors.IntellagentError` for bad input that

@@ -217,6 +217,37 @@ def test_a_step_that_does_not_fit_is_rejected(runner, tmp_path):
             "'blueprints/from-blueprints' takes (inputs: blueprint: Blueprint)") in result.stderr
 
 
+def test_a_steps_options_the_environment_cannot_serve_are_refused_before_anything_runs(runner, tmp_path):
+    """Step.check(env): a step's options checked against the environment of the run, in one
+    line naming the step, at `validate ENV --pipeline` and before a run's first item."""
+    import types
+
+    from intellagent import hookimpl
+    from intellagent.steps import Extractor
+    from intellagent_plugins.intellagent.extractor import PolicyGraphExtractor
+
+    class PickyGraph(PolicyGraphExtractor):
+        name = "picky-graph"
+
+        def check(self, env):
+            return None if "book_reservation" in env.tools else f"{env.name} has no book_reservation tool"
+
+    assert Extractor.check(PolicyGraphExtractor(PolicyGraphExtractor.Config()), None) is None  # the default
+    plugin = types.ModuleType("picky")
+    plugin.register_stages = hookimpl(lambda register: register(PickyGraph))
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE.read_text().replace("graph: {use: policy-graph}", "graph: {use: picky/picky-graph}"))
+    result = runner.invoke(cli, ["validate", "education", "--pipeline", str(pipeline)], obj={"plugins": (plugin,)})
+    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    result = run_cli(runner, "education", "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws"),
+                     obj={"plugins": (plugin,)})
+    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    assert not list((tmp_path / "ws").glob("runs/*"))  # no run was started
+    result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "2", "--workspace", str(tmp_path / "ok"),
+                     obj={"plugins": (plugin,)})
+    assert result.exit_code == 0, result.output
+
+
 def test_flag_errors_name_the_flag_not_the_file(runner, tmp_path):
     result = run_cli(runner, "education", "--events", "many", "--workspace", str(tmp_path))
     assert result.exit_code == 2

@@ -355,3 +355,233 @@ def test_a_model_agent_sees_toolTalks_history_without_session_tokens(runner, tmp
         [t["text"] for t in assistant[:-1]]
     assert len(last.tools) == 28
     assert not any("session_token" in t["function"]["parameters"].get("properties", {}) for t in last.tools)
+
+
+def crash_after_first_turn(messages, tools):
+    """The right ForecastWeather call in the first assistant turn, then a crash in the next."""
+    if any(m["role"] == "assistant" and not m.get("tool_calls") for m in messages):
+        raise RuntimeError("agent bug")
+    if messages[-1]["role"] == "tool":
+        return "Tomorrow: a high of 72 and a low of 61."
+    return {"content": None, "tool_calls": [{"name": "ForecastWeather", "arguments": {"location": "London"}}]}
+
+
+@needs_data
+def test_an_agent_crash_in_a_turn_without_ground_truth_is_an_agent_error_not_a_pass(runner, tmp_path):
+    """ForecastWeather-easy's only call is in its first assistant turn: the crash in the second
+    leaves recall 1 and no incorrect action, and still counts against the agent."""
+    output, report, page = run(runner, tmp_path, "--agent", "python", "--set",
+                               "agent.with.callable=tests.test_tooltalk:crash_after_first_turn",
+                               "--set", "steps.conversations.with.names=[ForecastWeather-easy]")
+    assert "1 items (1 agent-error)" in output and "success: easy 0% " in output
+    assert report["outcomes"] == {"agent-error": 1}
+    assert by_set(report, "recall") == {"easy": 1.0} and by_set(report, "precision") == {"easy": 1.0}
+    assert by_set(report, "soft-success", "mean") == {"easy": 0.0}
+    assert "the agent failed in turn 3: RuntimeError: agent bug" in page
+    assert "no: the agent crashed" in page
+
+
+def test_a_crash_takes_success_and_soft_success_whatever_the_calls():
+    from intellagent_plugins.tooltalk.artefacts import PredictionVerdict
+    from intellagent_plugins.tooltalk.scoring import counters
+
+    right = [PredictionVerdict(turn=1, call=call("ForecastWeather", {}, location="London"), action=False,
+                               match=True, ground_truth=0, bad_action=False)]
+    clean, crashed = counters(right, 1), counters(right, 1, agent_error=True)
+    assert clean.success and clean.soft_success == 1.0 and not clean.agent_error
+    assert not crashed.success and crashed.soft_success == 0.0 and crashed.agent_error
+    assert (crashed.precision, crashed.recall) == (clean.precision, clean.recall) == (1.0, 1.0)
+
+
+def package_conversation(name: str) -> dict:
+    from intellagent_plugins.tooltalk.environment.data import conversation_files
+
+    path = next(p for _, p in conversation_files(["easy", "hard"]) if p.stem == name)
+    return json.loads(path.read_text())
+
+
+def ground_truth_calls(data: dict) -> list[dict]:
+    return [c for turn in data["conversation"] for c in turn.get("apis") or []]
+
+
+def corrupt_unknown_tool(data):
+    ground_truth_calls(data)[0]["request"]["api_name"] = "Teleport"
+
+
+def corrupt_timestamp(data):
+    data["metadata"]["timestamp"] = "yesterday"
+
+
+def corrupt_response(data):
+    ground_truth_calls(data)[0]["response"]["forecast"][0]["high"] = 99
+
+
+def corrupt_exception(data):
+    ground_truth_calls(data)[0]["exception"] = "Location not found"
+
+
+@needs_data
+@pytest.mark.parametrize("corrupt,message", [
+    (corrupt_unknown_tool, "ground-truth call #0 (turn 1) names no tool 'Teleport'"),
+    (corrupt_timestamp, "metadata.timestamp 'yesterday' is not YYYY-MM-DD HH:MM:SS"),
+    (corrupt_response, "ground-truth call #0 (ForecastWeather, turn 1) does not replay as recorded: "
+                       "a different response"),
+    (corrupt_exception, "ground-truth call #0 (ForecastWeather, turn 1) does not replay as recorded: "
+                        "exception None, expected 'Location not found'"),
+])
+def test_ground_truth_the_tools_cannot_replay_is_bad_input_before_any_agent_call(runner, tmp_path, corrupt, message):
+    """Bad data is not the agent's failure: one line naming the file, exit 2, the agent never asked."""
+    from tests.tooltalk_writer import SEEN
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "ForecastWeather-easy.json").write_text(json.dumps(package_conversation("ForecastWeather-easy")))
+    broken = package_conversation("ForecastWeather-easy")
+    corrupt(broken)
+    broken["name"] = "broken"
+    (folder / "broken.json").write_text(json.dumps(broken))
+    SEEN.clear()
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path / "ws"),
+                                 "--folder", str(folder), "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.tooltalk_writer:recording_model"])
+    assert result.exit_code == 2, result.output
+    line = next((x for x in result.output.splitlines() if "broken.json" in x), result.output)
+    assert message in line, result.output
+    assert "Traceback" not in result.output and not SEEN
+
+
+@pytest.mark.parametrize("pipeline", ["tooltalk", "tooltalk-generate"])
+def test_both_pipelines_count_an_agent_error_as_a_failed_conversation(pipeline):
+    from intellagent.plan import load_plan
+    from intellagent.steps import Score
+
+    class Scores:
+        def scores(self, name=None, step=None):
+            for status in ("pass", "fail", "agent-error"):
+                yield None, Score(name="conversation", status=status, labels={"set": "s"})
+
+    (row,) = load_plan(pipeline, load_registry()).metrics["success"].compute(Scores()).rows
+    assert (row["rate"]["passed"], row["rate"]["n"]) == (1, 3) and not row["other"]
+
+
+@pytest.mark.parametrize("thresholds,message", [
+    ("{SendEmail.body: 1.5}", "less than or equal to 1"),
+    ("{SendEmail.body: -0.1}", "greater than or equal to 0"),
+    ("{SendEmail.to: 0.5}", "no text field 'SendEmail.to'"),
+    ("{Teleport.body: 0.5}", "no text field 'Teleport.body'"),
+    ("{body: 0.5}", "no text field 'body'"),
+])
+def test_thresholds_outside_0_1_or_on_no_text_field_are_refused_before_any_agent_call(runner, tmp_path,
+                                                                                     thresholds, message):
+    from tests.tooltalk_writer import SEEN
+
+    SEEN.clear()
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
+                                 "--set", f"steps.matches.with.thresholds={thresholds}",
+                                 "--set", "llm.default.model=mock/function",
+                                 "--set", "llm.default.options.function=tests.tooltalk_writer:recording_model"])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "steps.matches.with" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not SEEN
+
+
+def always_weather(messages, tools):
+    """Never replies: asks for the weather again and again, one call per step."""
+    return {"content": None, "tool_calls": [{"name": "CurrentWeather", "arguments": {"location": "London"}}]}
+
+
+def weather_twice(messages, tools):
+    """Never replies: two weather calls in every step."""
+    return {"content": None, "tool_calls": [{"name": "CurrentWeather", "arguments": {"location": "London"}},
+                                            {"name": "CurrentWeather", "arguments": {"location": "Paris"}}]}
+
+
+@needs_data
+@pytest.mark.parametrize("agent", ["always_weather", "weather_twice"])
+def test_a_turn_is_cut_off_after_max_calls(runner, tmp_path, agent):
+    output, report, page = run(runner, tmp_path, "--agent", "python", "--set",
+                               f"agent.with.callable=tests.test_tooltalk:{agent}",
+                               "--set", "steps.conversations.with.names=[ForecastWeather-easy]",
+                               "--set", "steps.replays.with.max_calls=3")
+    (replayed,) = [i for i in report["items"] if i["step"] == "replays"]
+    turns = replayed["value"]["turns"]
+    assert [t["index"] for t in turns] == [1, 3]  # both assistant turns, each cut off
+    assert [len(t["predictions"]) for t in turns] == [3, 3]
+    assert all(t["stopped"] and t["text"] is None for t in turns)
+    (step,) = [s for s in report["steps"] if s["name"] == "replays"]
+    assert step["warnings"] == {"cut off after 3 calls in turn 1": 1, "cut off after 3 calls in turn 3": 1}
+    assert by_set(report, "precision") == {"easy": 0.0}  # six calls, none the forecast
+
+
+def test_a_conversation_without_ground_truth_has_recall_1_so_only_incorrect_actions_fail_it(env):
+    """ToolTalk divides by zero there (its recall has no guard); recall 1 makes such a
+    conversation test over-triggering: it succeeds unless the agent acts without cause."""
+    import asyncio
+
+    from intellagent.testing.harness import run_step
+    from intellagent_plugins.tooltalk.artefacts import Replay, TurnReplay
+    from intellagent_plugins.tooltalk.steps import MatchCalls, MatchConfig
+
+    chat = Conversation(name="chat", set="probe", user={"username": "ahhchiu"},
+                        metadata={"location": "London", "timestamp": "2023-09-11 09:00:00"},
+                        conversation=[{"role": "user", "text": "hi"}, {"role": "assistant", "text": "Hello!"}])
+    weather = call("CurrentWeather", {"weather": []}, location="London")
+    alarm = call("AddAlarm", {"alarm_id": "5bff-dd80"}, session_token=TOKEN, time="07:00:00")
+    outcomes = {}
+    for label, calls in (("idle", []), ("non-action", [weather]), ("action", [alarm])):
+        replay = Replay(id="chat", name="chat", set="probe", turns=[TurnReplay(index=1, predictions=calls, text="Hi")])
+        out = asyncio.run(run_step(MatchCalls(MatchConfig()), env, replay=replay, conversation=chat))
+        m = out.value.metrics
+        outcomes[label] = (out.status, m.recall, m.soft_success, m.bad_actions)
+    assert outcomes == {"idle": ("pass", 1.0, 1.0, 0), "non-action": ("pass", 1.0, 1.0, 0),
+                        "action": ("fail", 1.0, 0.0, 1)}
+
+
+def test_threshold_overrides_apply_to_their_tool_and_field_only(env):
+    import asyncio
+
+    from intellagent.testing.harness import run_step
+    from intellagent_plugins.tooltalk.artefacts import Replay, TurnReplay
+    from intellagent_plugins.tooltalk.steps import MatchCalls, MatchConfig
+
+    body = "Hi Ana, are you free for dinner on Friday at 7pm? Let me know by Thursday."
+    truth = call("SendEmail", {"email_id": "5b-dd80-9f8a27ab"}, session_token=TOKEN, to=["ana@x.com"],
+                 subject="Dinner on Friday", body=body)
+    conversation = Conversation(name="mail", set="probe", user={"username": "ahhchiu"},
+                                metadata={"location": "London", "timestamp": "2023-09-11 09:00:00"},
+                                conversation=[{"role": "user", "text": "Ask Ana to dinner"},
+                                              {"role": "assistant", "text": "Sent.", "apis": [truth]}])
+    reworded = "Hi Ana, dinner on Friday? Tell me by Thursday."
+    assert 0.3 < token_sort(reworded, body) < 0.8  # between the override below and the declared 0.8
+    prediction = truth.model_copy(deep=True)
+    prediction.request.parameters["body"] = reworded
+    replay = Replay(id="mail", name="mail", set="probe", turns=[TurnReplay(index=1, predictions=[prediction],
+                                                                            text="Sent.")])
+
+    def status(**thresholds):
+        step = MatchCalls(MatchConfig(thresholds=thresholds))
+        return asyncio.run(run_step(step, env, replay=replay, conversation=conversation)).status
+
+    assert status() == "fail"
+    assert status(**{"SendEmail.body": 0.3}) == "pass"
+    assert status(**{"SendMessage.message": 0.3, "SendEmail.subject": 0.3}) == "fail"  # other fields
+    assert status(**{"SendEmail.body": 0.3, "SendEmail.subject": 1.0}) == "pass"  # the same subject scores 1
+
+
+@needs_data
+@pytest.mark.parametrize("api,arguments,exception", [
+    ("AddAlarm", {}, "AddAlarm.call() missing 1 required positional argument: 'time'"),
+    ("HistoricWeather", {}, "HistoricWeather.call() missing 2 required positional arguments: 'location' and 'month'"),
+    ("CreateEvent", {"event_type": "event"},
+     "CreateEvent.call() missing 3 required positional arguments: 'name', 'start_time', and 'end_time'"),
+    ("AddAlarm", {"time": "07:00:00", "label": "gym"}, "AddAlarm.call() got an unexpected keyword argument 'label'"),
+    ("AddAlarm", {"label": "gym"}, "AddAlarm.call() got an unexpected keyword argument 'label'"),  # before missing
+    ("CurrentWeather", {"location": "London", "session_token": TOKEN},
+     "CurrentWeather.call() got an unexpected keyword argument 'session_token'"),
+])
+def test_missing_and_unknown_arguments_fail_with_toolTalks_python_texts(env, api, arguments, exception):
+    """ToolTalk calls each tool as a Python method, so these fail with Python's TypeError text;
+    a ground-truth call that expects such an exception is matched only by the same text."""
+    world = World(env, conversation(session_token=TOKEN))
+    db = world.fresh()
+    assert world.execute(db, api, arguments).exception == exception

@@ -199,3 +199,32 @@ def test_identical_calls_flags_and_metrics(reference, env, conversations, behavi
         assert row["incorrect-action-rate"]["value"] == round(expected["bad_action_rate"], 4)
         soft = [theirs[c.name]["metrics"]["soft_success"] for c in conversations if c.set == set_name]
         assert row["soft-success"]["mean"] == round(sum(soft) / len(soft), 4)
+
+
+def test_missing_and_unknown_arguments_fail_with_the_references_texts(reference, env, conversations):
+    """Each easy conversation's ground-truth call, less one argument or plus an unknown one, run
+    by ToolTalk's executor and by ours from the same state: the same exception text."""
+    from intellagent_plugins.tooltalk.executor import World
+
+    executor = reference.ToolExecutor(init_database_dir=str(reference.data / "databases"))
+    compared = 0
+    for conversation in conversations:
+        if conversation.set != "easy":
+            continue
+        data = conversation.reference_json()
+        (_, truth), = conversation.calls()
+        given = {k: v for k, v in truth.request.parameters.items() if k != "session_token"}
+        variants = [{k: v for k, v in given.items() if k != drop} for drop in given]
+        variants += [{**given, "colour": "red"}, {"colour": "red"}]
+        world = World(env, conversation)
+        for arguments in variants:
+            executor.init_conversation_state(data["metadata"], [], data["user"])
+            _, theirs = executor.execute_tool(truth.request.api_name, dict(arguments))
+            db = world.fresh(before_turn=0)
+            ours = world.execute(db, truth.request.api_name, dict(arguments))
+            db.close()
+            assert (ours.exception, ours.response) == (theirs["exception"], theirs["response"]), \
+                (conversation.name, arguments)
+            compared += ours.exception is not None and ".call()" in ours.exception
+        world.close()
+    assert compared >= 60

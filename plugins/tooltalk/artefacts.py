@@ -129,6 +129,8 @@ class Counters(BaseModel):
     bad_action_rate: float
     success: bool
     soft_success: float
+    agent_error: bool = Field(default=False, description="The agent crashed in some turn: then "
+                              "no success and no soft success, whatever its calls.")
 
 
 class TurnSummary(BaseModel):
@@ -149,5 +151,7 @@ class Assessment(BaseModel):
     predictions: list[PredictionVerdict] = Field(default_factory=list)
     ground_truth: list[TruthVerdict] = Field(default_factory=list)
     metrics: Counters
+    agent_error: str | None = Field(default=None, description="The first turn where the agent "
+                                    "crashed, and how.")
     comparator: str = ""
     corrected: bool = False

@@ -6,17 +6,36 @@ refused, unknown tools and unreadable arguments reported as the call's exception
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
 from intellagent.environment import Database, Environment
 from intellagent.errors import IntellagentError
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Request
-from intellagent_plugins.tooltalk.equivalence import ToolMeta
+from intellagent_plugins.tooltalk.equivalence import STAMP, ToolMeta, mismatch
 
 NOT_LOGGED_IN = "User is not logged in"
 UNREADABLE = "Failed to parse API call"
 LOGINS = ("UserLogin", "RegisterUser")
+
+
+def signature_error(name: str, spec: Any, arguments: dict[str, Any], auth: bool) -> str | None:
+    """The text Python gives when a method ``name.call(session_token, <parameters>)`` is called
+    with ``arguments``: ToolTalk runs each tool that way, so a call with an unknown or a missing
+    argument fails with that text there. An unknown name is reported first (Python checks the
+    keywords before the missing ones); a tool that does not act for the user takes no token."""
+    known = set(spec.properties) | ({"session_token"} if auth else set())
+    unknown = next((key for key in arguments if key not in known), None)
+    if unknown is not None:
+        return f"{name}.call() got an unexpected keyword argument '{unknown}'"
+    missing = [f"'{p}'" for p in spec.properties if p in spec.required and p not in arguments]
+    if not missing:
+        return None
+    listed = missing[0] if len(missing) == 1 else f"{missing[0]} and {missing[1]}" if len(missing) == 2 \
+        else f"{', '.join(missing[:-1])}, and {missing[-1]}"
+    plural = "s" if len(missing) > 1 else ""
+    return f"{name}.call() missing {len(missing)} required positional argument{plural}: {listed}"
 
 
 def tool_meta(env: Environment) -> dict[str, ToolMeta]:
@@ -68,6 +87,35 @@ class World:
             self.execute(db, call.request.api_name, dict(call.request.parameters or {}))
         return db
 
+    def problem(self) -> str | None:
+        """Why the conversation's ground truth is not replayable on these tools, or None: a clock
+        not in ToolTalk's format, a call of a tool that does not exist, or a call whose recorded
+        response or exception the tools do not give back (under the tool's own equivalence
+        rule, the one an oracle is held to). A perfect agent could not pass such a conversation,
+        so scoring it would count bad data against the agent."""
+        c = self.conversation
+        stamp = c.metadata.get("timestamp")
+        try:
+            datetime.strptime(stamp, STAMP)
+        except (TypeError, ValueError):
+            return f"metadata.timestamp {stamp!r} is not YYYY-MM-DD HH:MM:SS"
+        for position, (turn, call) in enumerate(c.calls()):
+            if call.request.api_name not in self.env.tools:
+                return (f"ground-truth call #{position} (turn {turn}) names no tool "
+                        f"{call.request.api_name!r} of environment {self.env.name}")
+        db = self._start.copy()
+        try:
+            for position, (turn, call) in enumerate(c.calls()):
+                name, parameters = call.request.api_name, call.request.parameters
+                got = self.execute(db, name, None if parameters is None else dict(parameters))
+                why = mismatch(got, call, self.meta[name].equivalence,
+                               lambda a, b: 1.0 if a == b else 0.0)
+                if why:
+                    return f"ground-truth call #{position} ({name}, turn {turn}) does not replay as recorded: {why}"
+        finally:
+            db.close()
+        return None
+
     def session(self, db: Database) -> str | None:
         record = db.get("world", "session")
         return None if record is None else record["value"]
@@ -93,7 +141,11 @@ class World:
             user = next((a["username"] for a in db.all("accounts") if a["session_token"] == token), None)
             return ApiCall(request=request, exception="Only one user can be logged in at a time. "
                                                       f"Current user is {user}.")
-        result = self.env.tools[api_name].call(db, arguments)
+        tool = self.env.tools[api_name]
+        wrong = signature_error(api_name, tool.spec, arguments, self.meta[api_name].auth)
+        if wrong:
+            return ApiCall(request=request, exception=wrong)
+        result = tool.call(db, arguments)
         if result.error:
             return ApiCall(request=request, exception=result.output.removeprefix("Error: "))
         return ApiCall(request=request, response=json.loads(result.output) if result.output else None)

@@ -97,14 +97,16 @@ async def replay(conversation: Conversation, world: World, agent: Agent, *, prom
                 if not step.tool_calls:
                     record.text = step.content or ""
                     break
-                if len(record.predictions) >= max_calls:
-                    record.stopped = True
-                    break
                 messages.append(step.as_message())
                 for call in step.tool_calls:
+                    if len(record.predictions) >= max_calls:  # the rest of the turn is not run
+                        record.stopped = True
+                        break
                     executed = world.execute(db, call.name, parse_arguments(call.arguments))
                     record.predictions.append(executed)
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": result_text(executed)})
+                if record.stopped:
+                    break
         finally:
             db.close()
         turns.append(record)

@@ -12,11 +12,15 @@ from intellagent_plugins.tooltalk.artefacts import (Assessment, Conversation, Co
 from intellagent_plugins.tooltalk.equivalence import Comparator, ToolMeta, mismatch
 
 
-def counters(predictions: list[PredictionVerdict], ground_truths: int) -> Counters:
+def counters(predictions: list[PredictionVerdict], ground_truths: int, *, agent_error: bool = False) -> Counters:
     """Precision = matches / predictions (0 without predictions); recall = matches / ground
     truth (1 without ground truth, where ToolTalk divides by zero); action precision = matched
     actions / actions (1 without actions); bad-action rate = bad actions / actions (0 without
-    actions); success = recall 1 and no bad action; soft success = recall × (1 − bad-action rate)."""
+    actions); success = recall 1 and no bad action; soft success = recall × (1 − bad-action rate).
+
+    An agent that crashed in any turn (``agent_error``) has neither success nor soft success,
+    whatever its calls: the crash counts against it. ToolTalk has no such case (a predictor's
+    exception ends its whole run), so the reference's figures are untouched."""
     n = len(predictions)
     matches = sum(p.match for p in predictions)
     actions = sum(p.action for p in predictions)
@@ -29,7 +33,8 @@ def counters(predictions: list[PredictionVerdict], ground_truths: int) -> Counte
     return Counters(predictions=n, ground_truths=ground_truths, matches=matches, actions=actions,
                     valid_actions=valid, bad_actions=bad, precision=precision, recall=recall,
                     action_precision=action_precision, bad_action_rate=bad_rate,
-                    success=recall == 1.0 and bad_rate == 0.0, soft_success=recall * (1.0 - bad_rate))
+                    success=not agent_error and recall == 1.0 and bad_rate == 0.0,
+                    soft_success=0.0 if agent_error else recall * (1.0 - bad_rate), agent_error=agent_error)
 
 
 def assess(conversation: Conversation, replay: Replay, meta: dict[str, ToolMeta], actions: set[str],
@@ -67,11 +72,13 @@ def assess(conversation: Conversation, replay: Replay, meta: dict[str, ToolMeta]
             bad_action=matched is None and action and call.exception is None,
             why="" if matched is not None else why))
     replies = {t.index: t for t in replay.turns}
+    crashed = next((t for t in replay.turns if t.error), None)
     turns = [TurnSummary(index=i, role=t.role, text=t.text,
                          reply=replies[i].text if i in replies else None,
                          error=replies[i].error if i in replies else None)
              for i, t in enumerate(conversation.conversation)]
     return Assessment(id=conversation.id, name=conversation.name, set=conversation.set, turns=turns,
                       predictions=verdicts, ground_truth=truths,
-                      metrics=counters(verdicts, len(truths)), comparator=comparator_name,
-                      corrected=corrected)
+                      metrics=counters(verdicts, len(truths), agent_error=crashed is not None),
+                      agent_error=None if crashed is None else f"turn {crashed.index}: {crashed.error}",
+                      comparator=comparator_name, corrected=corrected)

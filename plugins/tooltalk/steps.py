@@ -8,7 +8,8 @@ the agent under test, and the matching of its calls to the ground truth.
   executed on the ``tooltalk`` environment's tools;
 - critic ``match``: ToolTalk's greedy matching under each tool's equivalence rule, with a
   pluggable text comparator; scores for the metrics (per conversation: success, soft success
-  and the counters, labelled with the set).
+  and the counters, labelled with the set). A conversation where the agent crashed is an
+  ``agent-error``, counted as a failure.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -87,15 +88,26 @@ class Conversations(Sampler):
 
     def run(self, ctx) -> list[Conversation]:
         c: ConversationsConfig = self.config
-        found = [read_conversation(path, set_name) for set_name, path in self.files()]
+        read = [(read_conversation(path, set_name), path) for set_name, path in self.files()]
         if c.names is not None:
-            missing = sorted(set(c.names) - {x.name for x in found})
+            missing = sorted(set(c.names) - {x.name for x, _ in read})
             if missing:
                 raise ConfigError(f"no conversation named {missing[0]!r}", item="steps.conversations.with.names")
-            found = [x for x in found if x.name in set(c.names)]
-        if not found:
+            read = [(x, path) for x, path in read if x.name in set(c.names)]
+        if not read:
             raise ConfigError("no conversations to replay", item="steps.conversations")
-        return found[:c.limit] if c.limit else found
+        read = read[:c.limit] if c.limit else read
+        for conversation, path in read:  # bad data is refused before any agent is asked
+            world = World(ctx.env, conversation)
+            try:
+                problem = world.problem()
+            except IntellagentError as exc:
+                problem = exc.message
+            finally:
+                world.close()
+            if problem:
+                raise ConfigError(problem, file=path)
+        return [x for x, _ in read]
 
 
 class ReplayConfig(StrictModel):
@@ -110,6 +122,7 @@ class ReplayConversation(Simulator):
     """Each assistant turn from the ground-truth state; the agent's calls executed and kept."""
 
     name = "replay"
+    version = "2"  # 2: max_calls exact; missing and unknown arguments fail with ToolTalk's texts
     description = "ToolTalk's turn-by-turn replay against the agent under test"
     Config = ReplayConfig
     inputs = {"conversation": Conversation}
@@ -140,9 +153,10 @@ class MatchConfig(StrictModel):
     comparator: str = Field(default="token-sort", description="Text comparator for free-text "
                             "arguments: token-sort, token-set, exact, distilbert-cls, or "
                             "'module:function' (f(prediction, truth) -> 0..1).")
-    thresholds: dict[str, float] = Field(default_factory=dict, description="Text thresholds by "
-                                         "'Tool.field' (e.g. SendEmail.body: 0.7), over those the "
-                                         "tools declare (0.9, or 0.8 for email bodies and messages).")
+    thresholds: dict[str, Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=dict, description="Text thresholds (0..1) by 'Tool.field' (e.g. "
+        "SendEmail.body: 0.7), over those the tools declare (0.9, or 0.8 for email bodies and "
+        "messages); only fields the tools compare as text.")
     corrected: bool = Field(default=False, description="Use the corrected rules for ToolTalk's "
                             "known slips (message receiver checked, weather locations compared "
                             "ignoring case) instead of reproducing its scores exactly.")
@@ -161,6 +175,7 @@ class MatchCalls(Critic):
     """ToolTalk's greedy matching of every prediction to the ground truth, and its metrics."""
 
     name = "match"
+    version = "2"  # 2: a conversation where the agent crashed is an agent-error, never a success
     description = "ToolTalk's tool-call equivalence and per-conversation metrics"
     Config = MatchConfig
     inputs = {"replay": Replay, "conversation": Conversation}
@@ -169,24 +184,25 @@ class MatchCalls(Critic):
     def fingerprint(self) -> Any:
         return source_of(self.config.comparator)
 
-    def _thresholds(self, env) -> dict[tuple[str, str], float]:
+    def check(self, env) -> str | None:
+        """A threshold on a field that no tool of ``env`` compares as text."""
         meta = tool_meta(env)
         declared = {(tool, name) for tool, m in meta.items()
                     for name, rule in {**m.equivalence.fields, **m.equivalence.corrections}.items()
                     if isinstance(rule, TextRule)}
-        out = {}
-        for key, value in self.config.thresholds.items():
+        for key in self.config.thresholds:
             tool, _, name = key.partition(".")
             if (tool, name) not in declared:
                 known = ", ".join(sorted(f"{t}.{n}" for t, n in declared))
-                raise ConfigError(f"no text field '{key}' (text fields: {known})",
-                                  item="steps.match.with.thresholds")
-            out[(tool, name)] = value
-        return out
+                return f"thresholds: no text field '{key}' (text fields: {known})"
+        return None
 
     def run(self, ctx, replay: Replay, conversation: Conversation) -> Output[Assessment]:
         env = ctx.env
-        overrides = self._thresholds(env)
+        problem = self.check(env)  # the runner checked it already; a step run alone has not
+        if problem:
+            raise ConfigError(problem, item="thresholds")
+        overrides = {tuple(key.split(".", 1)): value for key, value in self.config.thresholds.items()}
         compare = comparator(self.config.comparator)
         actions = {name for name, tool in env.tools.items() if tool.spec.action}
         try:
@@ -200,22 +216,21 @@ class MatchCalls(Critic):
                               item=f"conversation {conversation.name}") from None
         m = result.metrics
         labels = {"set": conversation.set}
-        status = "pass" if m.success else "fail"
-        scores = [Score(name="conversation", status=status, labels=labels,
-                        note="" if m.success else _why(result))]
+        status = "agent-error" if m.agent_error else "pass" if m.success else "fail"
+        note = "" if m.success else _why(result)
+        scores = [Score(name="conversation", status=status, labels=labels, note=note)]
         for name, value in (("predictions", m.predictions), ("ground-truth", m.ground_truths),
                             ("matches", m.matches), ("actions", m.actions),
                             ("valid-actions", m.valid_actions), ("bad-actions", m.bad_actions),
                             ("soft-success", m.soft_success)):
             scores.append(Score(name=name, value=value, labels=labels))
-        return Output(value=result, status=status, scores=scores,
-                      note="" if m.success else _why(result))
+        return Output(value=result, status=status, scores=scores, note=note)
 
 
 def _why(result: Assessment) -> str:
     missed = [t.call.request.api_name for t in result.ground_truth if not t.match]
     bad = [p.call.request.api_name for p in result.predictions if p.bad_action]
-    parts = []
+    parts = [f"the agent failed in {result.agent_error}"] if result.agent_error else []
     if missed:
         parts.append(f"missed {', '.join(missed)}")
     if bad:

@@ -69,7 +69,8 @@ class AssessmentView:
                  f"<td class=num>{m.matches}</td><td class=num>{m.actions}</td><td class=num>{m.bad_actions}</td>"
                  f"<td class=num>{m.precision:.2f}</td><td class=num>{m.recall:.2f}</td>"
                  f"<td class=num>{m.action_precision:.2f}</td><td class=num>{m.bad_action_rate:.2f}</td>"
-                 f"<td class={'pass' if m.success else 'fail'}>{'yes' if m.success else 'no'}</td>"
+                 f"<td class={'pass' if m.success else 'fail'}>"
+                 f"{'yes' if m.success else 'no: the agent crashed' if m.agent_error else 'no'}</td>"
                  f"<td class=num>{m.soft_success:.2f}</td></tr></table>"]
         truths = {i: t for i, t in enumerate(result.ground_truth)}
         for turn in result.turns:

@@ -204,8 +204,10 @@ class HtmlReporter(Reporter):
             each = f" (each {_e(s.each)})" if s.each else ""
             yield (f"<tr><td>{_e(s.name)}{each}</td><td>{_e(s.use)}</td><td>{_e(s.kind)}</td>"
                    f"<td class=num>{s.items}</td><td>{statuses}</td><td>{notes}</td></tr>")
-        yield ("</table><p class=muted>Only pass and fail count in success rates; infrastructure "
-               "errors, invalid items and other statuses are counted apart.</p></section>\n")
+        yield ("</table><p class=muted>A rate counts only the statuses its metric names as passed "
+               "or failed (pass and fail; an agent's crash, agent-error, where the pipeline counts "
+               "it against the agent); infrastructure errors, invalid items and other statuses are "
+               "counted apart.</p></section>\n")
         for name, result in report.metrics.items():
             yield self._metric(name, result)
         yield ("<section id=cost><h2>Tokens and cost</h2><table><tr><th>step</th><th>model</th>"

@@ -85,6 +85,59 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+VERSIONS = "_intellagent_versions"
+"""A table of one version token per table, changed by triggers on every write to that table
+(whatever path the write takes: a tool's raw SQL too). Two databases whose tokens for a table
+are equal share that table's content: one is a copy of the other and neither wrote to it since.
+Hashes and diffs skip what did not change."""
+
+
+def _track_versions(conn: sqlite3.Connection, tables: list[str],
+                    versions: dict[str, int] | None = None) -> None:
+    """The version table and its triggers, in the connection's TEMP schema: the database itself
+    holds only the environment's tables (a copy gets them anew, with the original's tokens)."""
+    conn.execute(f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL)")
+    for t in tables:
+        quoted = "'" + t.replace("'", "''") + "'"
+        if versions and t in versions:
+            conn.execute(f"INSERT INTO temp.{VERSIONS} VALUES (?, ?)", (t, versions[t]))
+        else:
+            conn.execute(f"INSERT INTO temp.{VERSIONS} VALUES (?, random())", (t,))
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
+                         f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
+                         f"WHERE name = {quoted}; END")
+
+
+class _Decoder:
+    """Raw SQLite rows of one table to (key, record), with the per-column work decided once."""
+
+    def __init__(self, table: Table) -> None:
+        names = list(table.columns)
+        self.pk = names.index(table.primary_key)
+        self.json = [i for i, c in enumerate(table.columns.values()) if c.type == "json"]
+        self.bool = [i for i, c in enumerate(table.columns.values()) if c.type == "boolean"]
+        drop_key = not table.key_in_record
+        self.omit = {i for i, c in enumerate(table.columns.values()) if c.omit_if_null}
+        self.keep = [(i, n) for i, n in enumerate(names) if not (drop_key and i == self.pk)]
+        self.plain = not (self.json or self.bool or self.omit or drop_key)
+        self.names = names
+
+    def __call__(self, raw: tuple) -> tuple[str, dict[str, Any]]:
+        if self.plain:
+            return str(raw[self.pk]), dict(zip(self.names, raw))
+        values = list(raw)
+        for i in self.json:
+            if values[i] is not None:
+                values[i] = json.loads(values[i])
+        for i in self.bool:
+            if values[i] is not None:
+                values[i] = bool(values[i])
+        omit = self.omit
+        return str(values[self.pk]), {n: values[i] for i, n in self.keep
+                                      if not (i in omit and values[i] is None)}
+
+
 class Database:
     """An open database of one schema. Records are plain dicts shaped as in the dump."""
 
@@ -102,6 +155,7 @@ class Database:
         dialect = sqlite_dialect.dialect()
         for table in sqlalchemy_metadata(schema).sorted_tables:
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
+        _track_versions(conn, list(schema.tables))
         return cls(schema, conn)
 
     @classmethod
@@ -119,6 +173,9 @@ class Database:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.conn.backup(conn)
         conn.execute("PRAGMA foreign_keys = ON")
+        versions = self.versions()
+        if versions is not None:
+            _track_versions(conn, list(self.schema.tables), versions)
         return Database(self.schema, conn)
 
     def close(self) -> None:
@@ -152,24 +209,28 @@ class Database:
             raise KeyError(f"no table '{name}' (tables: {', '.join(self.schema.tables)})") from None
 
     def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
-        record: dict[str, Any] = {}
-        key = None
-        for (cname, col), raw in zip(table.columns.items(), row):
-            value = _from_sql(col, raw)
-            if cname == table.primary_key:
-                key = value
-                if not table.key_in_record:
-                    continue
-            if value is None and col.omit_if_null:
-                continue
-            record[cname] = value
-        return str(key), record
+        decoders = self.schema._decoders
+        decode = decoders.get(id(table))
+        if decode is None:
+            decode = decoders[id(table)] = _Decoder(table)
+        return decode(row)
+
+    def versions(self) -> dict[str, int] | None:
+        """Each table's version token (see ``VERSIONS``); None for a database made elsewhere."""
+        try:
+            return dict(self.conn.execute(f"SELECT name, v FROM temp.{VERSIONS}"))
+        except sqlite3.OperationalError:
+            return None
 
     def _select(self, tname: str, where: str = "", params: tuple = ()) -> list[tuple[str, dict]]:
         table = self._table(tname)
         cols = ", ".join(_q(c) for c in table.columns)
         cur = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} {where} ORDER BY rowid", params)
-        return [self._decode(table, row) for row in cur.fetchall()]
+        decoders = self.schema._decoders
+        decode = decoders.get(id(table))
+        if decode is None:
+            decode = decoders[id(table)] = _Decoder(table)
+        return [decode(row) for row in cur.fetchall()]
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
         """The record with primary key ``key``, or None."""
@@ -289,8 +350,17 @@ class Database:
         cache = self.schema._row_hash_text
         if len(cache) > 500_000:
             cache.clear()
+        texts = self.schema._table_hash_text  # a table not written since a copy: its text as is
+        if len(texts) > 256:
+            texts.clear()
+        versions = self.versions() or {}
         tables = []
         for tname in sorted(self.schema.tables):
+            version = versions.get(tname)
+            known = texts.get((tname, version)) if version is not None else None
+            if known is not None:
+                tables.append(known)
+                continue
             table = self.schema.tables[tname]
             cols = ", ".join(_q(c) for c in table.columns)
             rows = []
@@ -303,6 +373,8 @@ class Database:
                 rows.append(entry)
             rows.sort(key=lambda e: e[0])
             tables.append(f"({tname!r}, {_tuple_text([r[1] for r in rows])})")
+            if version is not None:
+                texts[(tname, version)] = tables[-1]
         return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
 
 

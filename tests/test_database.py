@@ -180,3 +180,10 @@ def test_hashes_and_diffs_skip_only_tables_nobody_wrote(shop):
     again.execute("DELETE FROM orders WHERE order_id = 'o2'")
     assert again.hash() == state_hash(again.dump())
     assert list(diff_databases(copy, again).tables) == ["orders"]
+
+
+def test_values_reads_one_column_decoded(shop):
+    db = load_environment(shop).seed_database()
+    assert db.values("orders", "items") == [r["items"] for r in db.all("orders")]
+    with pytest.raises(KeyError):
+        db.values("orders", "nope")

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from intellagent.context import StepContext, StepLLM
 from intellagent.environment import Environment
@@ -253,22 +253,30 @@ class Runner:
     async def _run_children(self, root: PlannedStep, scope: Scope, held: Held) -> None:
         domain = scope.domain + (root.name,)
         elements = list(held.value or [])
+        names: list[str] = []
         seen: set[str] = set()
-        children = []
         for i, element in enumerate(elements):
             ident = getattr(element, "id", None)
             name = str(ident) if isinstance(ident, (str, int)) and str(ident) else str(i)
             if name in seen:
                 raise IntellagentError(f"two items share the id '{name}'", item=f"step {root.name}")
             seen.add(name)
-            payload = adapter(root.output.base).dump_json(element).decode()
-            child_key = f"{scope.key}/{name}" if scope.key else name
-            children.append(self._scope(domain, child_key, f"{scope.pos}{i:06d}/", scope,
-                                        Held(element, text_hash(payload))))
+            names.append(name)
+        dump = adapter(root.output.base).dump_json
+
+        def children() -> Iterator[Scope]:
+            """Each item's scope, made when an executor takes it: a finished item's values
+            are dropped with its scope (they are in the store), so memory does not grow with
+            the number of items."""
+            for i, (name, element) in enumerate(zip(names, elements)):
+                child_key = f"{scope.key}/{name}" if scope.key else name
+                yield self._scope(domain, child_key, f"{scope.pos}{i:06d}/", scope,
+                                  Held(element, text_hash(dump(element).decode())))
+
         for s in self.by_domain.get(domain, []):
-            self.progress.expect(s.name, len(children))
+            self.progress.expect(s.name, len(names))
         limit = max(4, 2 * self.llm.settings.max_concurrency)
-        await self.plan.executor.map(self._run_scope, children, limit=limit)
+        await self.plan.executor.map(self._run_scope, children(), limit=limit)
         scope.child_done[root.name].set_result(None)
         if not scope.key:  # the whole fan-out is done: its steps are finished
             for s in self.steps:

@@ -357,10 +357,10 @@ class Database:
         # The hash text of each row already seen, keyed by its raw SQLite values: states that
         # share most rows (every conversation's database) hash without decoding those rows again.
         cache = self.schema._row_hash_text
-        if len(cache) > 500_000:
+        if len(cache) > 50_000:  # seed rows and recent ones; bounded for long runs
             cache.clear()
         texts = self.schema._table_hash_text  # a table not written since a copy: its text as is
-        if len(texts) > 256:
+        if len(texts) > 32:
             texts.clear()
         versions = self.versions() or {}
         tables = []

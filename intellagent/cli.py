@@ -280,13 +280,15 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
               help="The agent's prompt file to use instead of the environment's own.")
 @click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@click.option("--new-report", is_flag=True, help="Write the report into a folder of its own even "
+              "when this run resumes an unfinished one (which otherwise rewrites that run's).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
-        settings: tuple[str, ...]) -> None:
+        new_report: bool, settings: tuple[str, ...]) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
@@ -316,7 +318,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     store = Store.for_workspace(workspace)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
-                                  until=until))
+                                  until=until, new_report=new_report))
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -372,7 +374,8 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None
                 raise IntellagentError(f"'{name}' is a {component.value.kind}, not a reporter "
                                        f"(reporters: {', '.join(_reporters(registry))})", item="--format")
             reporters.append(component.value(None))
-    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters):
+    folder = store.run_config(rebuilt.info.run_id).get("report_folder")
+    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters, folder=folder):
         click.echo(f"report: {path}")
 
 

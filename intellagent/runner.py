@@ -39,6 +39,10 @@ from intellagent.steps import UNFINISHED, Output
 from intellagent.store import HOST, Store
 
 CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
+#: LLM settings that change how a run goes, not what it finds: a run resumed with another budget
+#: or concurrency is the same run
+OPERATIONAL = {"budget_usd", "budget_tokens", "max_concurrency", "requests_per_minute",
+               "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "cache"}
 CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
 
 
@@ -131,8 +135,11 @@ class Progress:
 class Runner:
     def __init__(self, plan: Plan, env: Environment, *, store: Store, llm: LLM,
                  registry: Registry, workspace: Path | None = None, hooks: Any = None,
-                 until: str | None = None, progress_stream: Any = None) -> None:
+                 until: str | None = None, progress_stream: Any = None,
+                 new_report: bool = False) -> None:
         self.plan = plan
+        self.new_report = new_report
+        self.report_folder = ""
         self.env = env
         self.store = store
         self.llm = llm
@@ -187,12 +194,26 @@ class Runner:
 
     # -- running -------------------------------------------------------------------------
 
+    def identity(self) -> str:
+        """What makes two runs the same run: a later attempt at it resumes it."""
+        spec = self.plan.spec.model_dump(mode="json", by_alias=True, exclude={"executor", "llm"})
+        models = self.llm.settings.model_dump(mode="json", exclude=OPERATIONAL)
+        return content_hash(self.plan.name, spec, models, self.until, self.env.name,
+                            self.env.fingerprint())
+
     async def run(self) -> RunResult:
         spec = self.plan.spec
+        identity = self.identity()
+        resumed = None if self.new_report else self.store.resumable_run(identity)
+        # a resumed run writes its report where the run it resumes wrote (or would have)
+        self.report_folder = resumed[1] if resumed else ""
         self.run_id = self.store.start_run(environment=self.env.name, seed=self.seed, config={
             "pipeline": self.plan.name, "source": str(self.plan.source), "until": self.until,
+            "identity": identity, "resumes": resumed[0] if resumed else None,
+            "report_folder": self.report_folder or None,
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})
+        self.report_folder = self.report_folder or self.run_id
         self.llm.run_id = self.run_id
         self.owner = f"{HOST}:{os.getpid()}:{self.run_id}"
         self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
@@ -464,12 +485,16 @@ class Runner:
     def write_reports(self, report: RunReport, data: RunData) -> list[Path]:
         if self.workspace is None:
             return []
-        return write_reports(self.plan, report, data, self.workspace, self.registry)
+        return write_reports(self.plan, report, data, self.workspace, self.registry,
+                             folder=self.report_folder)
 
 
 def write_reports(plan: Plan, report: RunReport, data: RunData, workspace: Path,
-                  registry: Registry, reporters: list[Any] | None = None) -> list[Path]:
-    folder = workspace / "runs" / report.info.run_id
+                  registry: Registry, reporters: list[Any] | None = None,
+                  folder: str | None = None) -> list[Path]:
+    """Write the reports into ``workspace/runs/FOLDER`` (the run's id unless it resumed
+    another run: then that run's folder, rewritten)."""
+    folder = workspace / "runs" / (folder or report.info.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     views = [c.value for c in registry.components.get("view", {}).values()]
     return [r.write(report, data, folder, views) for r in (reporters or plan.reporters)]
@@ -496,11 +521,12 @@ def _first(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
 async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Registry,
                    workspace: Path | None = None, model: str | None = None,
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
-                   progress_stream: Any = None) -> RunResult:
+                   progress_stream: Any = None, new_report: bool = False) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
-                    hooks=hooks, until=until, progress_stream=progress_stream)
+                    hooks=hooks, until=until, progress_stream=progress_stream,
+                    new_report=new_report)
     return await runner.run()

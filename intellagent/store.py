@@ -392,6 +392,28 @@ class Store:
             self.set_run_status(run_id, "interrupted")
         return dead
 
+    def resumable_run(self, identity: str, *, look_back: int = 50) -> tuple[str, str] | None:
+        """The latest run with this identity that did not finish (killed, failed, stopped by
+        the budget, or done with items that could not finish), unless a live process runs it
+        now: (its id, the folder its report goes to)."""
+        self.reap()
+        t = RunRow.__table__.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.id, t.status, t.config).order_by(t.created_at.desc())
+                                .limit(look_back)).all()
+            for run_id, status, config in rows:
+                data = json.loads(config or "{}")
+                if data.get("identity") != identity:
+                    continue
+                if status == "running":
+                    return None  # another process is on it now: this one is a run of its own
+                unfinished = status in ("interrupted", "failed", "budget-exhausted") or \
+                    conn.execute(sa.select(RunItemRow.__table__.c.key).where(
+                        RunItemRow.__table__.c.run_id == run_id,
+                        RunItemRow.__table__.c.status.in_(UNFINISHED)).limit(1)).first() is not None
+                return (run_id, data.get("report_folder") or run_id) if unfinished else None
+        return None
+
     def resolve_run(self, run: str) -> str:
         """A run id, or ``latest``."""
         self.reap()

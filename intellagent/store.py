@@ -182,6 +182,41 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
 ]
 
 UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
+STORE_VARIABLE = "INTELLAGENT_STORE"
+
+
+def url_password(url: str) -> str | None:
+    try:
+        return sa.engine.make_url(url).password
+    except Exception:
+        return None
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` mean the psycopg (3) driver, the one
+    ``intellagent[postgres]`` installs."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def _safe(url: str) -> str:
+    """The URL as it may be printed (without a password)."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "store"
+
+
+def open_store(workspace: str | Path, url: str | None = None) -> "Store":
+    """The store of a run: ``url`` (--store, or the pipeline's ``store:``), else the
+    ``INTELLAGENT_STORE`` environment variable, else ``intellagent.db`` in the workspace."""
+    url = url or os.environ.get(STORE_VARIABLE)
+    if url:
+        Path(workspace).mkdir(parents=True, exist_ok=True)  # reports still go to the workspace
+        return Store(url)
+    return Store.for_workspace(workspace)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -297,13 +332,20 @@ class Store:
     FLUSH_ROWS = 64
 
     def __init__(self, url: str) -> None:
+        url = normalize_url(url)
         self.url = url
         self._pending_calls: list[dict[str, Any]] = []
         self._pending_items: dict[str, dict[str, Any]] = {}
         self._pending_run_items: list[dict[str, Any]] = []
         self._pending_releases: list[dict[str, Any]] = []
         self._last_flush = time.monotonic()
-        self.engine = sa.create_engine(url)
+        try:
+            self.engine = sa.create_engine(url)
+        except ModuleNotFoundError as exc:
+            raise IntellagentError(f"the store needs the '{exc.name}' driver: pip install "
+                                   "'intellagent[postgres]'", item="store") from None
+        except sa.exc.ArgumentError as exc:
+            raise IntellagentError(f"not a store URL: {exc}", item="store") from None
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             sa.event.listen(self.engine, "begin", _sqlite_begin)
@@ -313,7 +355,8 @@ class Store:
         except sa.exc.DatabaseError as exc:
             where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
             raise IntellagentError(f"not a usable IntellAgent store: {exc.orig or exc}"
-                                   .split("\n")[0], file=where) from None
+                                   .split("\n")[0], file=where,
+                                   item=None if where else _safe(url)) from None
 
     @classmethod
     def for_workspace(cls, workspace: str | Path) -> "Store":
@@ -425,7 +468,7 @@ class Store:
                 row = conn.execute(sa.select(RunRow.__table__.c.id)
                                    .where(RunRow.__table__.c.id == run)).first()
         if row is None:
-            raise IntellagentError(f"no run '{run}' in this workspace", item=self.url)
+            raise IntellagentError(f"no run '{run}' in this workspace", item=_safe(self.url))
         return row[0]
 
     # -- model calls -----------------------------------------------------------------------

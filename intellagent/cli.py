@@ -283,6 +283,11 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
 @click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
               "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
               "else intellagent.db in the workspace).")
+@click.option("--executor", default=None, help="How items are spread: local (default), processes "
+              "(one worker per core), ray.")
+@click.option("--workers", type=int, default=None, help="Workers of the processes or ray executor.")
+@click.option("--ray-address", default=None, help="The Ray cluster: auto or ray://HOST:PORT "
+              "(implies --executor ray).")
 @click.option("--new-report", is_flag=True, help="Write the report into a folder of its own even "
               "when this run resumes an unfinished one (which otherwise rewrites that run's).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
@@ -291,7 +296,8 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
-        store_url: str | None, new_report: bool, settings: tuple[str, ...]) -> None:
+        store_url: str | None, executor: str | None, workers: int | None,
+        ray_address: str | None, new_report: bool, settings: tuple[str, ...]) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
@@ -312,6 +318,12 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         overrides.append(("seed", seed, "--seed"))
     if budget is not None:
         overrides.append(("llm.budget_usd", budget, "--budget"))
+    if executor is not None or ray_address is not None:
+        overrides.append(("executor", {"use": executor or "ray"}, "--executor"))
+    if ray_address is not None:
+        overrides.append(("executor.with.address", ray_address, "--ray-address"))
+    if workers is not None:
+        overrides.append(("executor.with.workers", workers, "--workers"))
     overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
     plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
     if model is not None:

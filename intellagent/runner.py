@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,6 +30,7 @@ from typing import Any, Iterator
 from intellagent.context import StepContext, StepLLM
 from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
+from intellagent.executors import SharedRun, WorkerJob
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
 from intellagent.plan import Plan, PlannedStep
@@ -122,6 +124,14 @@ class Progress:
             self.stream.write("\r" + " | ".join(f"{n} {d}/{t}" for n, (d, _, t) in self.counts.items()))
             self.stream.flush()
 
+    def recount(self, steps: list[Any]) -> None:
+        """The counts of the whole run (items other processes made too), from its summary."""
+        for s in steps:
+            if s.name in self.counts:
+                done = s.items
+                self.counts[s.name] = [done, done - sum(n for k, n in s.statuses.items()
+                                                        if k in ("ok", "pass")), done]
+
     def finish(self) -> None:
         if self.tty:
             self.stream.write("\r")
@@ -136,8 +146,10 @@ class Runner:
     def __init__(self, plan: Plan, env: Environment, *, store: Store, llm: LLM,
                  registry: Registry, workspace: Path | None = None, hooks: Any = None,
                  until: str | None = None, progress_stream: Any = None,
-                 new_report: bool = False) -> None:
+                 new_report: bool = False, join: str | None = None, name: str = "") -> None:
         self.plan = plan
+        self.join = join  # a worker joining this run (of a sharing executor): no report
+        self.name = name
         self.new_report = new_report
         self.report_folder = ""
         self.env = env
@@ -166,6 +178,7 @@ class Runner:
         for s in self.by_domain.get((), []):
             self.progress.expect(s.name, 1)
         self._started: set[str] = set()
+        self._made = 0  # items this process computed
         self._static: dict[str, str] = {}
         self.run_id = ""
         self.handle: RunHandle | None = None
@@ -201,6 +214,49 @@ class Runner:
         return content_hash(self.plan.name, spec, models, self.until, self.env.name,
                             self.env.fingerprint())
 
+    def _shared_run(self) -> SharedRun:
+        """What a sharing executor needs: this run, and (here, not in a worker) how to start
+        workers on it."""
+        job = None
+        if self.join is None:
+            modules = [p.__name__ for p in self.registry.pm.get_plugins()
+                       if isinstance(p, types.ModuleType) and getattr(p, "__file__", None)
+                       and p.__name__ in sys.modules]
+            job = WorkerJob(store_url=self.store.url, run_id=self.run_id,
+                            environment=dict(self.env._source) or {"path": str(self.env.path)},
+                            environment_fingerprint=self.env.fingerprint(),
+                            plugin_modules=modules, cache=self.llm.cache_enabled, until=self.until)
+        return SharedRun(self.store, self.run_id, self.owner, job)
+
+    async def join_run(self) -> dict[str, Any]:
+        """Work on a run another process started (a sharing executor's worker): the same plan
+        on the same store, taking items through it; no report."""
+        assert self.join is not None
+        self.run_id = self.join
+        self.llm.run_id = self.run_id
+        self.owner = f"{HOST}:{os.getpid()}:{self.run_id}:{self.name}"
+        self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
+        executor = self.plan.executor
+        await self._share(executor)
+        keeper = asyncio.ensure_future(self._keep_claims())
+        try:
+            await self._run_scope(self._scope((), "", "", None))
+        except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
+            raise _first(group) from None
+        finally:
+            keeper.cancel()
+            await executor.close()
+            self.store.flush()
+            await self.llm.aclose()
+        return {"worker": self.name, "pid": os.getpid(), "made": self._made}
+
+    async def _share(self, executor: Any) -> None:
+        if not getattr(executor, "shares_work", False):
+            return
+        await executor.open(self._shared_run())
+        if self.llm.limiter.active:  # one rate limit for every process of the run
+            self.llm.limiter.share(self.store, self.run_id)
+
     async def run(self) -> RunResult:
         spec = self.plan.spec
         identity = self.identity()
@@ -220,18 +276,23 @@ class Runner:
         if self.hook:
             self.hook.before_run(run=self.handle)
         keeper = asyncio.ensure_future(self._keep_claims())
+        executor = self.plan.executor
         try:
             top = self._scope((), "", "", None)
             try:
+                await self._share(executor)
                 await self._run_scope(top)
             except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
                 raise _first(group) from None
             finally:
                 keeper.cancel()
+                await executor.close()
             self.store.flush()
+            data = RunData(self.store, self.run_id, self.plan)
+            if getattr(executor, "shares_work", False):  # count every worker's items
+                self.progress.recount(summarize(data))
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
-            data = RunData(self.store, self.run_id, self.plan)
             report, paths, info = None, [], {}
             if self.until is None:
                 report = self.build_report(data, status)
@@ -297,7 +358,9 @@ class Runner:
         for s in self.by_domain.get(domain, []):
             self.progress.expect(s.name, len(names))
         limit = max(4, 2 * self.llm.settings.max_concurrency)
-        await self.plan.executor.map(self._run_scope, children(), limit=limit)
+        unit = "/".join(domain) + "@"
+        await self.plan.executor.map(self._run_scope, children(), limit=limit,
+                                     key=lambda child: unit + child.key)
         scope.child_done[root.name].set_result(None)
         if not scope.key:  # the whole fan-out is done: its steps are finished
             for s in self.steps:
@@ -397,6 +460,9 @@ class Runner:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
             self.store.renew(self.owner, CLAIM_TTL)
+            renew = getattr(self.plan.executor, "renew", None)
+            if renew is not None:
+                await renew()
 
     async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
         refused = False
@@ -433,6 +499,7 @@ class Runner:
                                    f"declared {step.output}: {str(exc).splitlines()[0]}",
                                    item=f"step {step.name}") from None
         value_hash = text_hash(payload)
+        self._made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
                             note=out.note, payload=payload, value_hash=value_hash,
                             warnings=json.dumps(out.warnings),
@@ -530,3 +597,13 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report)
     return await runner.run()
+
+
+async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Registry, run_id: str,
+                   cache: bool | None = None, until: str | None = None, name: str = "worker") -> dict:
+    """Join run ``run_id`` as a worker of its sharing executor (see
+    :func:`intellagent.executors.run_worker`)."""
+    llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
+    runner = Runner(plan, env, store=store, llm=llm, registry=registry, until=until,
+                    progress_stream=open(os.devnull, "w"), join=run_id, name=name)
+    return await runner.join_run()

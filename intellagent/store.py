@@ -136,6 +136,29 @@ class ClaimRow(SQLModel, table=True):
     expires_at: float
 
 
+class WorkUnitRow(SQLModel, table=True):
+    """One item of a run's shared fan-out: which process works on it, and whether it is done.
+    Processes of one run (an executor's workers) take units instead of all doing every item."""
+
+    __tablename__ = "work_units"
+    run_id: str = Field(primary_key=True)
+    unit: str = Field(primary_key=True)
+    owner: str
+    expires_at: float
+    done: bool = False
+
+
+class RateGrantRow(SQLModel, table=True):
+    """Requests and tokens granted to a model call, for a rate limit shared by processes."""
+
+    __tablename__ = "rate_grants"
+    id: int | None = Field(default=None, primary_key=True)
+    bucket: str = Field(index=True)
+    at: float = Field(index=True)
+    requests: int = 1
+    tokens: int = 0
+
+
 class MigrationRow(SQLModel, table=True):
     __tablename__ = "migrations"
     id: int = Field(primary_key=True)
@@ -179,6 +202,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
         _add_columns("runs", {"pid": "INTEGER", "host": "VARCHAR"}))),
     (5, "items.warnings", _add_columns("items", {"warnings": "VARCHAR DEFAULT '[]'"})),
     (6, "llm_calls.queue_ms", _add_columns("llm_calls", {"queue_ms": "FLOAT DEFAULT 0"})),
+    (7, "work_units, rate_grants", _create(WorkUnitRow, RateGrantRow)),
 ]
 
 UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
@@ -662,6 +686,53 @@ class Store:
         self._pending_releases.append({"k": key, "o": owner})
         self._maybe_flush()
 
+    # -- shared work -------------------------------------------------------------------------
+
+    def take_unit(self, run_id: str, unit: str, owner: str, ttl: float) -> str:
+        """Try to take a unit of a shared fan-out: "taken" (it is ``owner``'s now: a new one, or
+        one whose owner died or let it expire), "done", or "busy" (a live owner has it)."""
+        now = time.time()
+        with self._hot.write(lock=True) as cur:
+            self._hot.execute(cur, _UNIT_GET, {"r": run_id, "u": unit})
+            row = cur.fetchone()
+            if row is not None:
+                if row[2]:
+                    return "done"
+                if row[0] != owner and row[1] > now and _owner_alive(row[0]):
+                    return "busy"
+            self._hot.execute(cur, _UNIT_PUT if row is None else _UNIT_TAKE,
+                              {"r": run_id, "u": unit, "o": owner, "e": now + ttl})
+        return "taken"
+
+    def finish_unit(self, run_id: str, unit: str, owner: str) -> None:
+        """Mark a unit done, after committing everything made for it."""
+        self.flush()
+        with self._hot.write() as cur:
+            self._hot.execute(cur, _UNIT_DONE, {"r": run_id, "u": unit, "o": owner})
+
+    def renew_units(self, owner: str, ttl: float) -> None:
+        t = WorkUnitRow.__table__.c
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(WorkUnitRow.__table__).where(t.owner == owner, t.done == sa.false())
+                         .values(expires_at=time.time() + ttl))
+
+    def take_rate(self, bucket: str, tokens: int, rpm: int | None, tpm: int | None,
+                  window: float = 60.0) -> float:
+        """Grant one request of ``tokens`` under limits shared by every process on this store
+        (a sliding window): 0 when granted, else the seconds to wait before asking again."""
+        now = time.time()
+        g = RateGrantRow.__table__.c
+        with self._writing() as conn:
+            conn.execute(sa.delete(RateGrantRow.__table__).where(g.bucket == bucket, g.at <= now - window))
+            used, spent, oldest = conn.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(g.tokens), 0), sa.func.min(g.at))
+                .where(g.bucket == bucket)).one()
+            fits = (rpm is None or used < rpm) and (tpm is None or used == 0 or spent + tokens <= tpm)
+            if fits:
+                conn.execute(sa.insert(RateGrantRow.__table__).values(bucket=bucket, at=now, tokens=tokens))
+                return 0.0
+        return max(0.01, (oldest + window) - now) if oldest is not None else 0.05
+
     # -- artefacts ---------------------------------------------------------------------------
 
     def artefact(self, kind: str, key: str) -> str | None:
@@ -713,6 +784,13 @@ _CLAIM_PUT = sa.insert(_CLAIMS).values(key=sa.bindparam("k"), owner=sa.bindparam
                                        expires_at=sa.bindparam("e"))
 _CLAIM_TAKE = sa.update(_CLAIMS).where(_CLAIMS.c.key == sa.bindparam("k")).values(
     owner=sa.bindparam("o"), expires_at=sa.bindparam("e"))
+_UNITS = WorkUnitRow.__table__
+_UNIT_KEY = (_UNITS.c.run_id == sa.bindparam("r")) & (_UNITS.c.unit == sa.bindparam("u"))
+_UNIT_GET = sa.select(_UNITS.c.owner, _UNITS.c.expires_at, _UNITS.c.done).where(_UNIT_KEY)
+_UNIT_PUT = sa.insert(_UNITS).values(run_id=sa.bindparam("r"), unit=sa.bindparam("u"),
+                                     owner=sa.bindparam("o"), expires_at=sa.bindparam("e"), done=sa.false())
+_UNIT_TAKE = sa.update(_UNITS).where(_UNIT_KEY).values(owner=sa.bindparam("o"), expires_at=sa.bindparam("e"))
+_UNIT_DONE = sa.update(_UNITS).where(_UNIT_KEY).values(done=sa.true())
 _RELEASE = sa.delete(_CLAIMS).where(_CLAIMS.c.key == sa.bindparam("k"), _CLAIMS.c.owner == sa.bindparam("o"))
 _ART = ArtefactRow.__table__
 _ARTEFACT_GET = sa.select(_ART.c.payload).where(_ART.c.kind == sa.bindparam("k"),

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from intellagent.cli import cli
 from intellagent.store import Store
@@ -136,7 +137,7 @@ def _run_in_thread(argv: list[str]) -> tuple[threading.Thread, dict]:
 
         out["result"] = CliRunner().invoke(cli, argv)
 
-    thread = threading.Thread(target=go)
+    thread = threading.Thread(target=go, daemon=True)
     thread.start()
     return thread, out
 
@@ -156,8 +157,8 @@ def test_ray_workers_share_a_postgresql_store_and_survive_a_killed_worker(
     deadline = time.monotonic() + 120
     while victim is None and time.monotonic() < deadline and thread.is_alive():
         with store.engine.connect() as conn:
-            rows = conn.exec_driver_sql("SELECT owner FROM work_units WHERE NOT done "
-                                        "AND owner LIKE '%:ray-0'").all()
+            rows = conn.execute(sa.text("SELECT owner FROM work_units WHERE NOT done "
+                                        "AND owner LIKE :w"), {"w": "%:ray-0"}).all()
         if rows:
             victim = int(rows[0][0].split(":")[1])
             os.kill(victim, signal.SIGKILL)
@@ -169,8 +170,8 @@ def test_ray_workers_share_a_postgresql_store_and_survive_a_killed_worker(
     split = units(store)
     assert set(split) <= {"ray-0", "ray-1"} and split.get("ray-1", 0) > 0, split
     with store.engine.connect() as conn:
-        finished_by_other = conn.exec_driver_sql(
-            "SELECT COUNT(*) FROM work_units WHERE owner LIKE '%:ray-1'").scalar()
+        finished_by_other = conn.execute(sa.text(
+            "SELECT COUNT(*) FROM work_units WHERE owner LIKE :w"), {"w": "%:ray-1"}).scalar()
     assert finished_by_other >= 1
     check_complete(report_of(ws), store)
     with store.engine.connect() as conn:  # each event's items recorded once for the run

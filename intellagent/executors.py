@@ -142,7 +142,9 @@ class SharedExecutor(Executor):
 
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
                   limit: int, key: Callable[[T], str] | None = None) -> None:
-        limit = getattr(self.config, "items_in_flight", None) or limit
+        # one item has one model call in flight at a time: as many items as model slots keep
+        # them busy, and leave the rest for the other workers to take
+        limit = getattr(self.config, "items_in_flight", None) or max(2, limit // 2)
         if self.run is None or key is None or _inside_unit.get():
             await _bounded(work, items, limit)
             return

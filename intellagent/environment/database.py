@@ -96,17 +96,24 @@ def _track_versions(conn: sqlite3.Connection, tables: list[str],
                     versions: dict[str, int] | None = None) -> None:
     """The version table and its triggers, in the connection's TEMP schema: the database itself
     holds only the environment's tables (a copy gets them anew, with the original's tokens)."""
-    conn.execute(f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL)")
-    for t in tables:
-        quoted = "'" + t.replace("'", "''") + "'"
-        if versions and t in versions:
-            conn.execute(f"INSERT INTO temp.{VERSIONS} VALUES (?, ?)", (t, versions[t]))
-        else:
-            conn.execute(f"INSERT INTO temp.{VERSIONS} VALUES (?, random())", (t,))
-        for event in ("INSERT", "UPDATE", "DELETE"):
-            conn.execute(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
-                         f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
-                         f"WHERE name = {quoted}; END")
+    script = _VERSION_SCRIPTS.get(tuple(tables))
+    if script is None:
+        parts = [f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);"]
+        for t in tables:
+            quoted = "'" + t.replace("'", "''") + "'"
+            parts.append(f"INSERT INTO temp.{VERSIONS} VALUES ({quoted}, random());")
+            for event in ("INSERT", "UPDATE", "DELETE"):
+                parts.append(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
+                             f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
+                             f"WHERE name = {quoted}; END;")
+        script = _VERSION_SCRIPTS[tuple(tables)] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
+    conn.executescript(script)  # one transaction: one journal pass for the whole set-up
+    if versions:
+        conn.executemany(f"UPDATE temp.{VERSIONS} SET v = ? WHERE name = ?",
+                         [(v, t) for t, v in versions.items() if t in tables])
+
+
+_VERSION_SCRIPTS: dict[tuple[str, ...], str] = {}
 
 
 class _Decoder:

@@ -284,13 +284,24 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
               help="The agent's prompt file to use instead of the environment's own.")
 @click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
+              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
+              "else intellagent.db in the workspace).")
+@click.option("--executor", default=None, help="How items are spread: local (default), processes "
+              "(one worker per core), ray.")
+@click.option("--workers", type=int, default=None, help="Workers of the processes or ray executor.")
+@click.option("--ray-address", default=None, help="The Ray cluster: auto or ray://HOST:PORT "
+              "(implies --executor ray).")
+@click.option("--new-report", is_flag=True, help="Write the report into a folder of its own even "
+              "when this run resumes an unfinished one (which otherwise rewrites that run's).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
-        settings: tuple[str, ...]) -> None:
+        store_url: str | None, executor: str | None, workers: int | None,
+        ray_address: str | None, new_report: bool, settings: tuple[str, ...]) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
@@ -300,7 +311,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     from intellagent.envs import environment_path
     from intellagent.plan import load_plan
     from intellagent.runner import run_plan
-    from intellagent.store import Store
+    from intellagent.store import STORE_VARIABLE, open_store
 
     obj: Context = ctx.obj
     registry = obj.registry
@@ -311,16 +322,22 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         overrides.append(("seed", seed, "--seed"))
     if budget is not None:
         overrides.append(("llm.budget_usd", budget, "--budget"))
+    if executor is not None or ray_address is not None:
+        overrides.append(("executor", {"use": executor or "ray"}, "--executor"))
+    if ray_address is not None:
+        overrides.append(("executor.with.address", ray_address, "--ray-address"))
+    if workers is not None:
+        overrides.append(("executor.with.workers", workers, "--workers"))
     overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
     plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
     if model is not None:
         plan.spec.llm = plan.spec.llm.with_model(model)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
-    store = Store.for_workspace(workspace)
+    store = open_store(workspace, store_url or os.environ.get(STORE_VARIABLE) or plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
-                                  until=until))
+                                  until=until, new_report=new_report))
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -357,15 +374,18 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
               show_default=True)
 @click.option("--format", "formats", default=None,
               help="Reporters to write, comma-separated (default: the pipeline's).")
+@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
+              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
+              "else intellagent.db in the workspace).")
 @click.pass_obj
-def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None:
+def report(obj: Context, run: str, workspace: Path, formats: str | None, store_url: str | None) -> None:
     """Write RUN's reports again from the store (e.g. in another format, or after changing a
     reporter or a metric plugin)."""
     from intellagent.report import load_run
     from intellagent.runner import write_reports
 
     registry = obj.registry
-    store = _existing_workspace(workspace)
+    store = _existing_workspace(workspace, store_url)
     plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
     if formats:
@@ -376,7 +396,8 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None
                 raise IntellagentError(f"'{name}' is a {component.value.kind}, not a reporter "
                                        f"(reporters: {', '.join(_reporters(registry))})", item="--format")
             reporters.append(component.value(None))
-    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters):
+    folder = store.run_config(rebuilt.info.run_id).get("report_folder")
+    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters, folder=folder):
         click.echo(f"report: {path}")
 
 
@@ -386,8 +407,12 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None) -> None
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
 @click.option("--changes", default=20, show_default=True, help="Item changes to list.")
+@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
+              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
+              "else intellagent.db in the workspace).")
 @click.pass_obj
-def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int) -> None:
+def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
+            store_url: str | None) -> None:
     """Compare two runs (e.g. two agents, or two versions of one, on the same events): items
     reused, outcome changes per item, every rate's change with a 95 % interval; also written as
     compare-A-B.html beside the runs."""
@@ -395,7 +420,7 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int)
     from intellagent.report import load_run
 
     registry = obj.registry
-    store = _existing_workspace(workspace)
+    store = _existing_workspace(workspace, store_url)
     ids = [store.resolve_run(r) for r in (run_a, run_b)]
     (_, report_a, data_a), (plan_b, report_b, data_b) = (load_run(store, i, registry) for i in ids)
     result = make((report_a, data_a), (report_b, data_b))
@@ -422,10 +447,13 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int)
 @click.argument("run", default="latest")
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True, help="Workspace folder holding intellagent.db.")
-def cost(run: str, workspace: Path) -> None:
+@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
+              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
+              "else intellagent.db in the workspace).")
+def cost(run: str, workspace: Path, store_url: str | None) -> None:
     """Cost and tokens of RUN (a run id, or latest) by step and model: every call its results
     took, including calls made before a resume or for items it reused."""
-    store = _existing_workspace(workspace)
+    store = _existing_workspace(workspace, store_url)
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
@@ -461,10 +489,14 @@ def _reporters(registry: Registry) -> list[str]:
                   if getattr(c.value, "kind", None) == "reporter")
 
 
-def _existing_workspace(workspace: Path) -> Any:
-    """The store of a workspace that must already exist (for commands that read runs)."""
-    from intellagent.store import Store
+def _existing_workspace(workspace: Path, url: str | None = None) -> Any:
+    """The store of a workspace that must already exist (for commands that read runs): the
+    one at ``url`` (--store) or $INTELLAGENT_STORE when given."""
+    from intellagent.store import STORE_VARIABLE, Store
 
+    url = url or os.environ.get(STORE_VARIABLE)
+    if url:
+        return Store(url)
     if not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
     return Store.for_workspace(workspace)

@@ -1,16 +1,28 @@
 """Executors spread a run's per-item work. The runner hands an executor each fan-out: a function
-and the items to apply it to; the store is the source of truth for what is finished, so an
-executor that runs items elsewhere (other processes, a cluster) only has to run the same
-function there against the same store.
+and the items to apply it to, each with a key; the store is the source of truth for what is
+finished, so an executor that runs items elsewhere (other processes, a cluster) only has to run
+the same function there against the same store.
 
 ``local`` (the default) runs items concurrently on this process's event loop, a bounded number at
 a time (enough to keep every model slot busy, few enough that databases and transcripts of items
 in progress do not pile up in memory).
+
+Executors that share work (:class:`SharedExecutor`: ``processes``, ``ray``) start workers that
+run the same plan on the same run and store (:func:`run_worker`). Every participant, this
+process included, walks each top-level fan-out and takes its items one at a time through the
+store (``work_units``): an item is worked on by one live process; an item whose process died is
+taken over by another; every participant waits until all items are done before the steps that
+gather them. Nothing else changes: item caching, claims on model calls and resume are the
+runner's, as in one process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import os
+import sys
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, TypeVar
 
 from pydantic import Field
@@ -19,21 +31,80 @@ from intellagent.model import StrictModel
 
 T = TypeVar("T")
 
+UNIT_TTL = 60.0  # seconds a taken unit lasts unless its process renews it (every 20 s)
+UNIT_POLL = 0.25  # seconds between looks at units other processes work on
+
+#: set inside a unit: its nested fan-outs run locally (the unit is one process's already)
+_inside_unit: contextvars.ContextVar[bool] = contextvars.ContextVar("inside_unit", default=False)
+
+
+@dataclass
+class WorkerJob:
+    """Everything a worker needs to join a run, picklable: the store, the run, how to rebuild the
+    plan (the run's stored spec) and the environment, and which plugins to load besides the
+    installed ones."""
+
+    store_url: str
+    run_id: str
+    environment: dict[str, Any]  # load_environment's arguments: path, data, prompt
+    environment_fingerprint: str
+    plugin_modules: list[str] = field(default_factory=list)
+    cache: bool | None = None
+    until: str | None = None
+    worker_name: str = "worker"
+    limits: dict[str, Any] = field(default_factory=dict)  # the worker's LLM limits (max_concurrency)
+
+
+@dataclass
+class SharedRun:
+    """What a sharing executor needs from the run it serves."""
+
+    store: Any
+    run_id: str
+    owner: str
+    job: WorkerJob | None  # None in a worker: it starts no workers of its own
+
 
 class Executor:
     """Base class of executor plugins (registered with ``register_executors``)."""
 
     name: ClassVar[str]
     Config: ClassVar[type[StrictModel]]
+    shares_work: ClassVar[bool] = False  # items are taken through the store by several processes
 
     def __init__(self, config: Any) -> None:
         self.config = config
 
+    async def open(self, run: SharedRun) -> None:
+        """Called when the run starts (start workers here)."""
+
+    async def close(self) -> None:
+        """Called when the run ends, also on error (stop or wait for workers here)."""
+
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
-                  limit: int) -> None:
+                  limit: int, key: Callable[[T], str] | None = None) -> None:
         """Apply ``work`` to every item, at most ``limit`` at once; an exception stops the rest
-        and is raised."""
+        and is raised. ``key`` names each item (stable across processes), for executors that
+        share items between processes."""
         raise NotImplementedError
+
+
+async def _bounded(work: Callable[[T], Awaitable[None]], items: Iterable[T], limit: int) -> None:
+    """``limit`` tasks take the next item in order until none is left."""
+    iterator = iter(items)
+
+    async def worker() -> None:
+        for item in iterator:  # shared: each item is taken by exactly one worker
+            await work(item)
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, limit))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 class LocalConfig(StrictModel):
@@ -48,19 +119,116 @@ class LocalExecutor(Executor):
     Config = LocalConfig
 
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
-                  limit: int) -> None:
-        limit = self.config.items_in_flight or limit
-        iterator = iter(items)
+                  limit: int, key: Callable[[T], str] | None = None) -> None:
+        await _bounded(work, items, self.config.items_in_flight or limit)
 
-        async def worker() -> None:
-            for item in iterator:  # shared: each item is taken by exactly one worker
-                await work(item)
 
-        tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, limit))]
+class SharedExecutor(Executor):
+    """Base of executors whose workers share the run's items through the store. Subclasses start
+    and stop the workers (:meth:`open`, :meth:`close`); taking items is done here."""
+
+    shares_work = True
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.run: SharedRun | None = None
+
+    async def open(self, run: SharedRun) -> None:
+        self.run = run
+
+    async def renew(self) -> None:
+        if self.run is not None:
+            self.run.store.renew_units(self.run.owner, UNIT_TTL)
+
+    async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
+                  limit: int, key: Callable[[T], str] | None = None) -> None:
+        # one item has one model call in flight at a time: as many items as model slots keep
+        # them busy, and leave the rest for the other workers to take
+        limit = getattr(self.config, "items_in_flight", None) or max(2, limit // 2)
+        if self.run is None or key is None or _inside_unit.get():
+            await _bounded(work, items, limit)
+            return
+        run = self.run
+        store = run.store
+        waiting: list[tuple[str, T]] = []
+
+        async def one(item: T) -> None:
+            unit = key(item)
+            state = store.take_unit(run.run_id, unit, run.owner, UNIT_TTL)
+            if state == "taken":
+                await self._work_unit(work, item, unit)
+            elif state == "busy":
+                waiting.append((unit, item))
+
+        await _bounded(one, items, limit)
+        # the items other processes took: wait for them, and take over any whose process died
+        while waiting:
+            left: list[tuple[str, T]] = []
+            takeover: list[tuple[str, T]] = []
+            for unit, item in waiting:
+                state = store.take_unit(run.run_id, unit, run.owner, UNIT_TTL)
+                (takeover if state == "taken" else left if state == "busy" else []).append((unit, item))
+            if takeover:
+                await _bounded(lambda pair: self._work_unit(work, pair[1], pair[0]), takeover, limit)
+            waiting = left
+            if waiting:
+                await asyncio.sleep(UNIT_POLL)
+
+    async def _work_unit(self, work: Callable[[T], Awaitable[None]], item: T, unit: str) -> None:
+        assert self.run is not None
+        token = _inside_unit.set(True)
         try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
+            await work(item)
+        finally:
+            _inside_unit.reset(token)
+        self.run.store.finish_unit(self.run.run_id, unit, self.run.owner)
+
+
+def run_worker(job: WorkerJob) -> dict[str, Any]:
+    """A worker's whole life: rebuild the run's plan and environment, join the run on its store,
+    work on items until every fan-out is done. Returns a summary (items this worker made)."""
+    import importlib
+
+    from intellagent.environment import load_environment
+    from intellagent.errors import IntellagentError
+    from intellagent.plan import plan_from_data
+    from intellagent.registry import load_registry
+    from intellagent.store import Store
+
+    plugins = [importlib.import_module(name) for name in job.plugin_modules]
+    registry = load_registry(plugins=plugins)
+    store = Store(job.store_url)
+    config = store.run_config(job.run_id)
+    from pathlib import Path
+
+    plan = plan_from_data(config["spec"], Path(config.get("source") or "pipeline.yaml"), registry)
+    env = load_environment(**job.environment)
+    if env.fingerprint() != job.environment_fingerprint:
+        raise IntellagentError("this worker's copy of the environment differs from the run's "
+                               "(install the same version on every node)", item=job.worker_name)
+    from intellagent.runner import join_run
+
+    if job.limits:
+        plan.spec.llm = plan.spec.llm.model_copy(update=job.limits)
+    return asyncio.run(join_run(plan, env, store=store, registry=registry, run_id=job.run_id,
+                                cache=job.cache, until=job.until, name=job.worker_name))
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def worker_main() -> None:
+    """``python -m intellagent.executors JOB.json``: a worker process of ``processes``."""
+    import json
+
+    job = WorkerJob(**json.loads(open(sys.argv[1]).read()))
+    try:
+        summary = run_worker(job)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    worker_main()

@@ -131,8 +131,24 @@ class PipelineSpec(StrictModel):
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
     executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),
-                                description="How per-item work is spread (local asyncio by default).")
+                                description="How per-item work is spread: local (asyncio, the "
+                                            "default), processes, ray.")
+    store: str | None = Field(default=None, description="The store's SQLAlchemy URL, e.g. "
+                              "postgresql://user@host/db (default: intellagent.db in the workspace); "
+                              "--store and INTELLAGENT_STORE override it. No password here: libpq "
+                              "reads PGPASSWORD or ~/.pgpass.")
     seed: int = Field(default=0, description="Drives every random choice of the run.")
+
+    @field_validator("store")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is not None:
+            from intellagent.store import url_password
+
+            if url_password(value):
+                raise ValueError("passwords are not accepted in YAML; give the URL without one and "
+                                 "set PGPASSWORD (or ~/.pgpass), or pass the URL in INTELLAGENT_STORE")
+        return value
 
     @field_validator("steps")
     @classmethod

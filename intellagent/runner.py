@@ -22,13 +22,15 @@ import json
 import os
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from intellagent.context import StepContext, StepLLM
 from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
+from intellagent.executors import SharedRun, WorkerJob
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
 from intellagent.plan import Plan, PlannedStep
@@ -39,6 +41,10 @@ from intellagent.steps import UNFINISHED, Output
 from intellagent.store import HOST, Store
 
 CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
+#: LLM settings that change how a run goes, not what it finds: a run resumed with another budget
+#: or concurrency is the same run
+OPERATIONAL = {"budget_usd", "budget_tokens", "max_concurrency", "requests_per_minute",
+               "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "cache"}
 CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
 
 
@@ -118,6 +124,14 @@ class Progress:
             self.stream.write("\r" + " | ".join(f"{n} {d}/{t}" for n, (d, _, t) in self.counts.items()))
             self.stream.flush()
 
+    def recount(self, steps: list[Any]) -> None:
+        """The counts of the whole run (items other processes made too), from its summary."""
+        for s in steps:
+            if s.name in self.counts:
+                done = s.items
+                self.counts[s.name] = [done, done - sum(n for k, n in s.statuses.items()
+                                                        if k in ("ok", "pass")), done]
+
     def finish(self) -> None:
         if self.tty:
             self.stream.write("\r")
@@ -131,8 +145,13 @@ class Progress:
 class Runner:
     def __init__(self, plan: Plan, env: Environment, *, store: Store, llm: LLM,
                  registry: Registry, workspace: Path | None = None, hooks: Any = None,
-                 until: str | None = None, progress_stream: Any = None) -> None:
+                 until: str | None = None, progress_stream: Any = None,
+                 new_report: bool = False, join: str | None = None, name: str = "") -> None:
         self.plan = plan
+        self.join = join  # a worker joining this run (of a sharing executor): no report
+        self.name = name
+        self.new_report = new_report
+        self.report_folder = ""
         self.env = env
         self.store = store
         self.llm = llm
@@ -160,6 +179,7 @@ class Runner:
         for s in self.by_domain.get((), []):
             self.progress.expect(s.name, 1)
         self._started: set[str] = set()
+        self._made = 0  # items this process computed
         self._static: dict[str, str] = {}
         self.run_id = ""
         self.handle: RunHandle | None = None
@@ -188,30 +208,92 @@ class Runner:
 
     # -- running -------------------------------------------------------------------------
 
+    def identity(self) -> str:
+        """What makes two runs the same run: a later attempt at it resumes it."""
+        spec = self.plan.spec.model_dump(mode="json", by_alias=True, exclude={"executor", "llm"})
+        models = self.llm.settings.model_dump(mode="json", exclude=OPERATIONAL)
+        return content_hash(self.plan.name, spec, models, self.until, self.env.name,
+                            self.env.fingerprint())
+
+    def _shared_run(self) -> SharedRun:
+        """What a sharing executor needs: this run, and (here, not in a worker) how to start
+        workers on it."""
+        job = None
+        if self.join is None:
+            modules = [p.__name__ for p in self.registry.pm.get_plugins()
+                       if isinstance(p, types.ModuleType) and getattr(p, "__file__", None)
+                       and p.__name__ in sys.modules]
+            job = WorkerJob(store_url=self.store.url, run_id=self.run_id,
+                            environment=dict(self.env._source) or {"path": str(self.env.path)},
+                            environment_fingerprint=self.env.fingerprint(),
+                            plugin_modules=modules, cache=self.llm.cache_enabled, until=self.until)
+        return SharedRun(self.store, self.run_id, self.owner, job)
+
+    async def join_run(self) -> dict[str, Any]:
+        """Work on a run another process started (a sharing executor's worker): the same plan
+        on the same store, taking items through it; no report."""
+        assert self.join is not None
+        self.run_id = self.join
+        self.llm.run_id = self.run_id
+        self.owner = f"{HOST}:{os.getpid()}:{self.run_id}:{self.name}"
+        self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
+        executor = self.plan.executor
+        await self._share(executor)
+        keeper = asyncio.ensure_future(self._keep_claims())
+        try:
+            await self._run_scope(self._scope((), "", "", None))
+        except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
+            raise _first(group) from None
+        finally:
+            keeper.cancel()
+            await executor.close()
+            self.store.flush()
+            await self.llm.aclose()
+        return {"worker": self.name, "pid": os.getpid(), "made": self._made}
+
+    async def _share(self, executor: Any) -> None:
+        if not getattr(executor, "shares_work", False):
+            return
+        await executor.open(self._shared_run())
+        if self.llm.limiter.active:  # one rate limit for every process of the run
+            self.llm.limiter.share(self.store, self.run_id)
+
     async def run(self) -> RunResult:
         spec = self.plan.spec
+        identity = self.identity()
+        resumed = None if self.new_report else self.store.resumable_run(identity)
+        # a resumed run writes its report where the run it resumes wrote (or would have)
+        self.report_folder = resumed[1] if resumed else ""
         self.run_id = self.store.start_run(environment=self.env.name, seed=self.seed, config={
             "pipeline": self.plan.name, "source": str(self.plan.source), "until": self.until,
+            "identity": identity, "resumes": resumed[0] if resumed else None,
+            "report_folder": self.report_folder or None,
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})
+        self.report_folder = self.report_folder or self.run_id
         self.llm.run_id = self.run_id
         self.owner = f"{HOST}:{os.getpid()}:{self.run_id}"
         self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
         if self.hook:
             self.hook.before_run(run=self.handle)
         keeper = asyncio.ensure_future(self._keep_claims())
+        executor = self.plan.executor
         try:
             top = self._scope((), "", "", None)
             try:
+                await self._share(executor)
                 await self._run_scope(top)
             except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
                 raise _first(group) from None
             finally:
                 keeper.cancel()
+                await executor.close()
             self.store.flush()
+            data = RunData(self.store, self.run_id, self.plan)
+            if getattr(executor, "shares_work", False):  # count every worker's items
+                self.progress.recount(summarize(data))
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
-            data = RunData(self.store, self.run_id, self.plan)
             report, paths, info = None, [], {}
             if self.until is None:
                 report = self.build_report(data, status)
@@ -254,22 +336,32 @@ class Runner:
     async def _run_children(self, root: PlannedStep, scope: Scope, held: Held) -> None:
         domain = scope.domain + (root.name,)
         elements = list(held.value or [])
+        names: list[str] = []
         seen: set[str] = set()
-        children = []
         for i, element in enumerate(elements):
             ident = getattr(element, "id", None)
             name = str(ident) if isinstance(ident, (str, int)) and str(ident) else str(i)
             if name in seen:
                 raise IntellagentError(f"two items share the id '{name}'", item=f"step {root.name}")
             seen.add(name)
-            payload = adapter(root.output.base).dump_json(element).decode()
-            child_key = f"{scope.key}/{name}" if scope.key else name
-            children.append(self._scope(domain, child_key, f"{scope.pos}{i:06d}/", scope,
-                                        Held(element, text_hash(payload))))
+            names.append(name)
+        dump = adapter(root.output.base).dump_json
+
+        def children() -> Iterator[Scope]:
+            """Each item's scope, made when an executor takes it: a finished item's values
+            are dropped with its scope (they are in the store), so memory does not grow with
+            the number of items."""
+            for i, (name, element) in enumerate(zip(names, elements)):
+                child_key = f"{scope.key}/{name}" if scope.key else name
+                yield self._scope(domain, child_key, f"{scope.pos}{i:06d}/", scope,
+                                  Held(element, text_hash(dump(element).decode())))
+
         for s in self.by_domain.get(domain, []):
-            self.progress.expect(s.name, len(children))
+            self.progress.expect(s.name, len(names))
         limit = max(4, 2 * self.llm.settings.max_concurrency)
-        await self.plan.executor.map(self._run_scope, children, limit=limit)
+        unit = "/".join(domain) + "@"
+        await self.plan.executor.map(self._run_scope, children(), limit=limit,
+                                     key=lambda child: unit + child.key)
         scope.child_done[root.name].set_result(None)
         if not scope.key:  # the whole fan-out is done: its steps are finished
             for s in self.steps:
@@ -369,6 +461,9 @@ class Runner:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
             self.store.renew(self.owner, CLAIM_TTL)
+            renew = getattr(self.plan.executor, "renew", None)
+            if renew is not None:
+                await renew()
 
     async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
         refused = False
@@ -405,6 +500,7 @@ class Runner:
                                    f"declared {step.output}: {str(exc).splitlines()[0]}",
                                    item=f"step {step.name}") from None
         value_hash = text_hash(payload)
+        self._made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
                             note=out.note, payload=payload, value_hash=value_hash,
                             warnings=json.dumps(out.warnings),
@@ -457,12 +553,16 @@ class Runner:
     def write_reports(self, report: RunReport, data: RunData) -> list[Path]:
         if self.workspace is None:
             return []
-        return write_reports(self.plan, report, data, self.workspace, self.registry)
+        return write_reports(self.plan, report, data, self.workspace, self.registry,
+                             folder=self.report_folder)
 
 
 def write_reports(plan: Plan, report: RunReport, data: RunData, workspace: Path,
-                  registry: Registry, reporters: list[Any] | None = None) -> list[Path]:
-    folder = workspace / "runs" / report.info.run_id
+                  registry: Registry, reporters: list[Any] | None = None,
+                  folder: str | None = None) -> list[Path]:
+    """Write the reports into ``workspace/runs/FOLDER`` (the run's id unless it resumed
+    another run: then that run's folder, rewritten)."""
+    folder = workspace / "runs" / (folder or report.info.run_id)
     folder.mkdir(parents=True, exist_ok=True)
     views = [c.value for c in registry.components.get("view", {}).values()]
     return [r.write(report, data, folder, views) for r in (reporters or plan.reporters)]
@@ -489,11 +589,22 @@ def _first(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
 async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Registry,
                    workspace: Path | None = None, model: str | None = None,
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
-                   progress_stream: Any = None) -> RunResult:
+                   progress_stream: Any = None, new_report: bool = False) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
-                    hooks=hooks, until=until, progress_stream=progress_stream)
+                    hooks=hooks, until=until, progress_stream=progress_stream,
+                    new_report=new_report)
     return await runner.run()
+
+
+async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Registry, run_id: str,
+                   cache: bool | None = None, until: str | None = None, name: str = "worker") -> dict:
+    """Join run ``run_id`` as a worker of its sharing executor (see
+    :func:`intellagent.executors.run_worker`)."""
+    llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
+    runner = Runner(plan, env, store=store, llm=llm, registry=registry, until=until,
+                    progress_stream=open(os.devnull, "w"), join=run_id, name=name)
+    return await runner.join_run()

@@ -160,3 +160,30 @@ def test_unique_columns_and_lists_in_the_schema():
                       "user_id": {"type": "string", "references": "users.user_id"}}}}
         with pytest.raises(ValidationError, match=message):
             DatabaseSchema.model_validate({"tables": tables})
+
+
+def test_hashes_and_diffs_skip_only_tables_nobody_wrote(shop):
+    """Unchanged tables are skipped by their version tokens; any write, even raw SQL from a
+    tool, changes its table's token, so the hash and the diff still see it."""
+    from intellagent.environment import diff_databases
+
+    seed = load_environment(shop).seed_database()
+    copy = seed.copy()
+    assert copy.hash() == seed.hash() == state_hash(seed.dump())
+    assert diff_databases(seed, copy).empty
+    copy.execute("UPDATE customers SET credit = 11 WHERE customer_id = 'c1'")
+    assert copy.hash() == state_hash(copy.dump()) != seed.hash()
+    assert diff_databases(seed, copy) == diff_dumps(seed.dump(), copy.dump())
+    assert list(diff_databases(seed, copy).tables) == ["customers"]
+    again = copy.copy()  # a copy of a copy carries its tokens: equal until one of them writes
+    assert diff_databases(copy, again).empty and again.hash() == copy.hash()
+    again.execute("DELETE FROM orders WHERE order_id = 'o2'")
+    assert again.hash() == state_hash(again.dump())
+    assert list(diff_databases(copy, again).tables) == ["orders"]
+
+
+def test_values_reads_one_column_decoded(shop):
+    db = load_environment(shop).seed_database()
+    assert db.values("orders", "items") == [r["items"] for r in db.all("orders")]
+    with pytest.raises(KeyError):
+        db.values("orders", "nope")

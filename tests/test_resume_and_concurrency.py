@@ -82,9 +82,31 @@ def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
     statuses = {i["status"] for i in report["items"]}
     assert "budget-exhausted" in statuses and "infra-error" not in statuses
     assert report["info"]["status"] == "budget-exhausted"
+    folders = list(tmp_path.glob("runs/*"))
     resumed = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1000", *PRICED, *ws])
     assert resumed.exit_code == 0 and "run status" not in resumed.stdout
     assert "budget-exhausted" not in {i["status"] for i in report_of(tmp_path)["items"]}
+    # the resumed run rewrote the stopped run's report folder instead of writing a new one
+    assert list(tmp_path.glob("runs/*")) == folders
+    assert report_of(tmp_path)["info"]["status"] == "done"
+    again = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1000", *PRICED, *ws])
+    assert again.exit_code == 0  # the run is complete now: running it again is a run of its own
+    assert len(list(tmp_path.glob("runs/*"))) == 2
+
+
+def test_a_resumed_run_writes_a_new_folder_only_when_asked(runner, tmp_path):
+    ws = ["--workspace", str(tmp_path)]
+    args = ["run", "airline", "--events", "4", "--budget", "0.5", *PRICED, *ws]
+    assert runner.invoke(cli, args).exit_code == 0
+    assert runner.invoke(cli, args).exit_code == 0  # still stopped by the budget: same folder
+    assert len(list(tmp_path.glob("runs/*"))) == 1
+    assert runner.invoke(cli, args + ["--new-report"]).exit_code == 0
+    assert len(list(tmp_path.glob("runs/*"))) == 2
+    with sqlite3.connect(tmp_path / "intellagent.db") as conn:
+        runs = [(i, json.loads(c)) for i, c in conn.execute("SELECT id, config FROM runs ORDER BY created_at")]
+    (first, _), (_, second), (_, third) = runs
+    assert second["resumes"] == first and second["report_folder"] == first
+    assert third["resumes"] is None and third["report_folder"] is None
 
 
 def test_the_stored_config_names_the_models_really_used(runner, tmp_path):

@@ -69,7 +69,7 @@ def reservation_is_consistent(reservation, db):
 
 @database_validator
 def reservations_are_listed_by_their_users(db):
-    listed = {rid for user in db.all("users") for rid in user["reservations"]}
+    listed = {rid for ids in db.values("users", "reservations") for rid in ids or []}
     missing = [k for k in db.keys("reservations") if k not in listed]
     if missing:
         raise ValidationFailed(f"reservation(s) {', '.join(missing[:5])} are not listed in their "

@@ -56,7 +56,7 @@ def order_is_consistent(order, db):
 
 @database_validator
 def orders_are_listed_by_their_users(db):
-    listed = {oid for user in db.all("users") for oid in user["orders"]}
+    listed = {oid for ids in db.values("users", "orders") for oid in ids or []}
     missing = [k for k in db.keys("orders") if k not in listed]
     if missing:
         raise ValidationFailed(f"order(s) {', '.join(missing[:5])} are not listed in their user's orders")

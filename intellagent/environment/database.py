@@ -85,6 +85,66 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+VERSIONS = "_intellagent_versions"
+"""A table of one version token per table, changed by triggers on every write to that table
+(whatever path the write takes: a tool's raw SQL too). Two databases whose tokens for a table
+are equal share that table's content: one is a copy of the other and neither wrote to it since.
+Hashes and diffs skip what did not change."""
+
+
+def _track_versions(conn: sqlite3.Connection, tables: list[str],
+                    versions: dict[str, int] | None = None) -> None:
+    """The version table and its triggers, in the connection's TEMP schema: the database itself
+    holds only the environment's tables (a copy gets them anew, with the original's tokens)."""
+    script = _VERSION_SCRIPTS.get(tuple(tables))
+    if script is None:
+        parts = [f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);"]
+        for t in tables:
+            quoted = "'" + t.replace("'", "''") + "'"
+            parts.append(f"INSERT INTO temp.{VERSIONS} VALUES ({quoted}, random());")
+            for event in ("INSERT", "UPDATE", "DELETE"):
+                parts.append(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
+                             f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
+                             f"WHERE name = {quoted}; END;")
+        script = _VERSION_SCRIPTS[tuple(tables)] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
+    conn.executescript(script)  # one transaction: one journal pass for the whole set-up
+    if versions:
+        conn.executemany(f"UPDATE temp.{VERSIONS} SET v = ? WHERE name = ?",
+                         [(v, t) for t, v in versions.items() if t in tables])
+
+
+_VERSION_SCRIPTS: dict[tuple[str, ...], str] = {}
+
+
+class _Decoder:
+    """Raw SQLite rows of one table to (key, record), with the per-column work decided once."""
+
+    def __init__(self, table: Table) -> None:
+        names = list(table.columns)
+        self.pk = names.index(table.primary_key)
+        self.json = [i for i, c in enumerate(table.columns.values()) if c.type == "json"]
+        self.bool = [i for i, c in enumerate(table.columns.values()) if c.type == "boolean"]
+        drop_key = not table.key_in_record
+        self.omit = {i for i, c in enumerate(table.columns.values()) if c.omit_if_null}
+        self.keep = [(i, n) for i, n in enumerate(names) if not (drop_key and i == self.pk)]
+        self.plain = not (self.json or self.bool or self.omit or drop_key)
+        self.names = names
+
+    def __call__(self, raw: tuple) -> tuple[str, dict[str, Any]]:
+        if self.plain:
+            return str(raw[self.pk]), dict(zip(self.names, raw))
+        values = list(raw)
+        for i in self.json:
+            if values[i] is not None:
+                values[i] = json.loads(values[i])
+        for i in self.bool:
+            if values[i] is not None:
+                values[i] = bool(values[i])
+        omit = self.omit
+        return str(values[self.pk]), {n: values[i] for i, n in self.keep
+                                      if not (i in omit and values[i] is None)}
+
+
 class Database:
     """An open database of one schema. Records are plain dicts shaped as in the dump."""
 
@@ -102,6 +162,7 @@ class Database:
         dialect = sqlite_dialect.dialect()
         for table in sqlalchemy_metadata(schema).sorted_tables:
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
+        _track_versions(conn, list(schema.tables))
         return cls(schema, conn)
 
     @classmethod
@@ -119,6 +180,9 @@ class Database:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.conn.backup(conn)
         conn.execute("PRAGMA foreign_keys = ON")
+        versions = self.versions()
+        if versions is not None:
+            _track_versions(conn, list(self.schema.tables), versions)
         return Database(self.schema, conn)
 
     def close(self) -> None:
@@ -152,24 +216,28 @@ class Database:
             raise KeyError(f"no table '{name}' (tables: {', '.join(self.schema.tables)})") from None
 
     def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
-        record: dict[str, Any] = {}
-        key = None
-        for (cname, col), raw in zip(table.columns.items(), row):
-            value = _from_sql(col, raw)
-            if cname == table.primary_key:
-                key = value
-                if not table.key_in_record:
-                    continue
-            if value is None and col.omit_if_null:
-                continue
-            record[cname] = value
-        return str(key), record
+        decoders = self.schema._decoders
+        decode = decoders.get(id(table))
+        if decode is None:
+            decode = decoders[id(table)] = _Decoder(table)
+        return decode(row)
+
+    def versions(self) -> dict[str, int] | None:
+        """Each table's version token (see ``VERSIONS``); None for a database made elsewhere."""
+        try:
+            return dict(self.conn.execute(f"SELECT name, v FROM temp.{VERSIONS}"))
+        except sqlite3.OperationalError:
+            return None
 
     def _select(self, tname: str, where: str = "", params: tuple = ()) -> list[tuple[str, dict]]:
         table = self._table(tname)
         cols = ", ".join(_q(c) for c in table.columns)
         cur = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} {where} ORDER BY rowid", params)
-        return [self._decode(table, row) for row in cur.fetchall()]
+        decoders = self.schema._decoders
+        decode = decoders.get(id(table))
+        if decode is None:
+            decode = decoders[id(table)] = _Decoder(table)
+        return [decode(row) for row in cur.fetchall()]
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
         """The record with primary key ``key``, or None."""
@@ -188,6 +256,15 @@ class Database:
 
     def all(self, table: str) -> list[dict[str, Any]]:
         return [r for _, r in self._select(table)]
+
+    def values(self, table: str, column: str) -> list[Any]:
+        """One column of every record, in insertion order (decodes only that column: cheaper
+        than ``all`` for a check over a large table)."""
+        col = self._table(table).columns.get(column)
+        if col is None:
+            raise KeyError(f"no column '{column}' in table '{table}'")
+        return [_from_sql(col, r[0]) for r in self.conn.execute(
+            f"SELECT {_q(column)} FROM {_q(table)} ORDER BY rowid")]
 
     def keys(self, table: str) -> list[str]:
         pk = self._table(table).primary_key
@@ -287,10 +364,19 @@ class Database:
         # The hash text of each row already seen, keyed by its raw SQLite values: states that
         # share most rows (every conversation's database) hash without decoding those rows again.
         cache = self.schema._row_hash_text
-        if len(cache) > 500_000:
+        if len(cache) > 50_000:  # seed rows and recent ones; bounded for long runs
             cache.clear()
+        texts = self.schema._table_hash_text  # a table not written since a copy: its text as is
+        if len(texts) > 32:
+            texts.clear()
+        versions = self.versions() or {}
         tables = []
         for tname in sorted(self.schema.tables):
+            version = versions.get(tname)
+            known = texts.get((tname, version)) if version is not None else None
+            if known is not None:
+                tables.append(known)
+                continue
             table = self.schema.tables[tname]
             cols = ", ".join(_q(c) for c in table.columns)
             rows = []
@@ -303,6 +389,8 @@ class Database:
                 rows.append(entry)
             rows.sort(key=lambda e: e[0])
             tables.append(f"({tname!r}, {_tuple_text([r[1] for r in rows])})")
+            if version is not None:
+                texts[(tname, version)] = tables[-1]
         return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
 
 

@@ -62,6 +62,11 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _same_raw(a: tuple, b: tuple) -> bool:
+    """Raw SQLite rows: equal values of the same types (JSON columns are text here)."""
+    return a == b and all(type(x) is type(y) for x, y in zip(a, b))
+
+
 def diff_dumps(before: Dump, after: Dump) -> DbDiff:
     """Records added, removed, and changed (with each changed field's old and new value)."""
     result = DbDiff()
@@ -86,7 +91,11 @@ def diff_databases(before: Database, after: Database) -> DbDiff:
     """``diff_dumps(before.dump(), after.dump())`` without decoding the rows that did not change
     (raw SQLite values are compared first): cheap for a large database with a few changes."""
     result = DbDiff()
+    old_versions, new_versions = before.versions(), after.versions()
     for tname, table in before.schema.tables.items():
+        if old_versions and new_versions and tname in old_versions \
+                and old_versions.get(tname) == new_versions.get(tname):
+            continue  # neither wrote to it since one was copied from the other
         cols = ", ".join(_q(c) for c in table.columns)
         pk = list(table.columns).index(table.primary_key)
         old = {row[pk]: row for row in before.conn.execute(f"SELECT {cols} FROM {_q(tname)}")}
@@ -96,7 +105,7 @@ def diff_databases(before: Database, after: Database) -> DbDiff:
             if key not in old:
                 k, record = after._decode(table, row)
                 td.added[k] = record
-            elif not _same(old[key], row):
+            elif not _same_raw(old[key], row):
                 k, was = before._decode(table, old[key])
                 _, now = after._decode(table, row)
                 changes: list[FieldChange] = []

@@ -56,6 +56,7 @@ class Environment(BaseModel):
     _seed_db: Database | None = PrivateAttr(default=None)
     _fingerprint: str | None = PrivateAttr(default=None)
     _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
+    _source: dict[str, Any] = PrivateAttr(default_factory=dict)  # load_environment's arguments
 
     @property
     def tools(self) -> dict[str, Tool]:
@@ -162,6 +163,8 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
     first problem binding tools or validators is raised; otherwise they are kept in
     ``Environment.problems`` for ``validate`` to list.
     """
+    source = {"path": str(path), "data": str(data) if data is not None else None,
+              "prompt": str(prompt) if prompt is not None else None}
     path = Path(path)
     folder = path.parent if path.name == MANIFEST else path
     manifest_path = folder / MANIFEST
@@ -260,6 +263,7 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
 
     if strict and env._problems:
         raise env._problems[0]
+    env._source = source
     return env
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from typing import Any
 
 
 class RateLimiter:
@@ -19,6 +20,12 @@ class RateLimiter:
         self._events: deque[tuple[float, int]] = deque()
         self._tokens = 0
         self._lock = asyncio.Lock()
+        self._shared: tuple | None = None  # (store, bucket): limits held across processes
+
+    def share(self, store: Any, bucket: str) -> None:
+        """Hold the limits across every process that shares ``bucket`` on ``store`` (the
+        workers of one run): each request is also granted by the store's ledger."""
+        self._shared = (store, bucket)
 
     @property
     def active(self) -> bool:
@@ -38,5 +45,12 @@ class RateLimiter:
                 if fits_requests and fits_tokens:
                     self._events.append((now, tokens))
                     self._tokens += tokens
-                    return
+                    break
                 await asyncio.sleep(max(0.01, self.WINDOW - (now - self._events[0][0])))
+        if self._shared is not None:
+            store, bucket = self._shared
+            while True:
+                wait = store.take_rate(bucket, tokens, self.rpm, self.tpm, self.WINDOW)
+                if not wait:
+                    return
+                await asyncio.sleep(min(wait, 1.0))

@@ -6,6 +6,9 @@
 - ``mock_llm``: an :class:`~intellagent.llm.LLM` on ``mock/schema`` with an in-memory store.
 - ``scripted_llm``: ``scripted_llm(*replies)`` gives (llm, model) on ``mock/scripted``.
 - ``openai_server``: a local OpenAI-compatible server on 127.0.0.1.
+- ``postgres_server`` (one per session) and ``postgres_url`` (a fresh database on it, as a
+  store URL): a throwaway PostgreSQL server on 127.0.0.1; skipped, with the reason, where no
+  server can be started.
 
 ``intellagent.testing.harness`` runs one step (``run_step``) or a whole pipeline
 (``run_pipeline``) from a test.
@@ -81,3 +84,22 @@ def openai_server():
 
     with OpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    from intellagent.testing.postgres import PostgresServer, unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(f"no PostgreSQL: {reason}")
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    import uuid
+
+    return postgres_server.create_database(f"t_{uuid.uuid4().hex[:12]}")

@@ -19,6 +19,7 @@ The event's database is the whole seed (background rows, so lookups can go wrong
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal
@@ -71,16 +72,22 @@ def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: i
         "expected": (expected, Field(description="Per policy id: the expected agent behaviour.")),
     }
     if tables:
-        entity = create_model("EntityDraft",
-                              symbol=(str, Field(pattern=r"^[A-Z]{1,3}\d{1,2}$", description="A short "
-                                                 "label such as U1 or R2.")),
-                              table=(Literal[tuple(tables)], ...), role=(str, ...),
-                              new=(bool, Field(description="A new record made for this scenario.")))
-        fields["entities"] = (list[entity], Field(min_length=1, max_length=max_entities))
+        fields["entities"] = (list[_entity_model(tuple(tables))], Field(min_length=1, max_length=max_entities))
         fields["end_state"] = (list[ExpectationDraft], Field(default_factory=list, max_length=8))
     return create_model("ScenarioDraft", **fields)
 
 
+@functools.lru_cache(maxsize=64)
+def _entity_model(tables: tuple[str, ...]) -> type[BaseModel]:
+    """Made once per environment: one class, so its schema is made once too."""
+    return create_model("EntityDraft",
+                        symbol=(str, Field(pattern=r"^[A-Z]{1,3}\d{1,2}$", description="A short "
+                                           "label such as U1 or R2.")),
+                        table=(Literal[tables], ...), role=(str, ...),
+                        new=(bool, Field(description="A new record made for this scenario.")))
+
+
+@functools.lru_cache(maxsize=64)
 def _rows_model(count: int) -> type[BaseModel]:
     row = create_model(
         "RowDraft",

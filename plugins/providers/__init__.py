@@ -4,10 +4,17 @@
 from intellagent import hookimpl
 
 
+def openai_provider(settings, *, seed=0):
+    """The ``openai`` provider, imported when a run first uses it: commands that call no model
+    (``envs``, ``plugins``, ``validate``) do not load the openai and instructor packages."""
+    from intellagent_plugins.providers.openai_compatible import OpenAIProvider
+
+    return OpenAIProvider(settings, seed=seed)
+
+
 @hookimpl
 def register_llm_providers(register):
     from intellagent_plugins.providers.mock import mock_provider
-    from intellagent_plugins.providers.openai_compatible import OpenAIProvider
 
-    register("openai", OpenAIProvider)
+    register("openai", openai_provider)
     register("mock", mock_provider)

@@ -70,6 +70,11 @@ BAD = {
         (draft(UMAR, "Talk to a person, then cancel.", ("transfer_to_human_agents", {"summary": "wants a person"}),
                ("cancel_pending_order", {"order_id": "#W9082175", "reason": "no longer needed"})),
          "policy", "transfer-ends"),
+        (draft(UMAR, "You are Umar. Ask for nothing.", ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"})),
+         "execution", "tests-nothing"),  # read-only, no output: an agent that does nothing passes it
+        (draft(UMAR, "Talk to a person.", ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"}),
+               ("transfer_to_human_agents", {"summary": "wants a person"})),
+         "execution", "tests-nothing"),  # the state critic cannot see a transfer
     ],
     "airline": [
         (draft("elif_petrov_3918", "Cancel JEPK7J.", ("cancel_reservation", {"reservation_id": "JEPK7J"})),
@@ -98,6 +103,15 @@ def test_good_blueprints_pass_stage_one(domain):
         assert problems == [], problems
         assert execution.diff.count("\n") >= 0 and "(no change)" not in execution.diff
         execution.close()
+
+
+def test_a_read_only_task_with_an_expected_output_is_checkable():
+    read = draft(UMAR, "You are Umar. Ask for the status of order #W9082175.",
+                 ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"}),
+                 ("get_order_details", {"order_id": "#W9082175"}), outputs=["pending"])
+    _, problems, execution = validate(ENVS["retail"], read)
+    assert problems == [] and execution.diff == "(no change)"
+    execution.close()
 
 
 @pytest.mark.parametrize("domain,case", [(d, i) for d in sorted(BAD) for i in range(len(BAD[d]))])

@@ -403,6 +403,58 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     assert tau["outcomes"] == {"pass": tasks}
 
 
+def run_apigen(runner, ws, *extra, agent="tau-oracle", blueprints=3, trials=2, pairs=0, model="fake_model"):
+    if agent.endswith("_agent"):
+        extra = (*extra, "--set", f"agent.with.callable=tests.test_apigen_mt:{agent}")
+        agent = "python"
+    args = ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws), "--agent", agent,
+            "--set", "llm.default.model=mock/function",
+            "--set", f"llm.default.options.function=tests.test_apigen_mt:{model}",
+            "--blueprints", str(blueprints), "--trials", str(trials), "--pairs", str(pairs), *extra]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    run = next((ws / "runs").glob("*/report.json")).parent
+    report = json.loads((run / "report.json").read_text())
+    exported = [json.loads(line) for line in (run / "apigen" / "trajectories.jsonl").read_text().splitlines()]
+    return report, exported
+
+
+def crashing_agent(messages, tools):
+    raise RuntimeError("agent bug")
+
+
+def test_a_crashing_agent_fails_every_trial_and_nothing_is_exported(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="crashing_agent")
+    verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
+    assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
+    assert all(v["note"] == "the agent failed: RuntimeError: agent bug" for v in verdicts)
+    m = report["metrics"]
+    assert m["success"]["values"]["rate"] == 0.0 and m["success"]["values"]["n"] == len(verdicts)
+    assert set(m["pass-hat-k"]["values"].values()) == {0.0}
+    assert m["funnel"]["values"]["successful trajectories"] == 0
+    assert exported == []
+
+
+def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():
+    """Whatever stage 1 lets through: a crash is never a pass, even when the database is as the
+    ground truth leaves it."""
+    from intellagent_plugins.apigen_mt.critic import TrajectoryState
+
+    env = ENVS["retail"]
+    task = {"index": 0, "trial": 0, "actions": [{"name": FIND_UMAR[0], "kwargs": FIND_UMAR[1]}], "outputs": []}
+    spec = TaskSpec(id="T000-0", policies=[], target_complexity=0, complexity=0, task=task)
+    event = TaskEvent(id="T000-0", spec=spec, scenario="Ask for nothing.", task=task)
+    db = env.seed_database()
+    dialog = Trajectory(id="T000-0", stop_reason="agent-error", error="RuntimeError: agent bug", final_hash=db.hash())
+    db.close()
+    for critic in (TrajectoryState(None), TauState(None)):
+        out = asyncio.run(run_step(critic, env, event=event, dialog=dialog))
+        assert out.status == "agent-error" and out.value.status == "agent-error"
+        assert out.scores[0].name == "task" and out.scores[0].status == "agent-error"
+    dialog.stop_reason = "success"
+    assert asyncio.run(run_step(TauState(None), env, event=event, dialog=dialog)).status == "pass"
+
+
 def test_bad_input_is_one_clean_line(runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--pipeline", "apigen-mt", "--workspace", str(tmp_path)])
     assert result.exit_code == 2 and "needs an environment with a database and write tools" in result.output

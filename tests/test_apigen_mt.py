@@ -403,6 +403,83 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     assert tau["outcomes"] == {"pass": tasks}
 
 
+# --- scripted agents that are not the oracle ----------------------------------------------
+
+def cancel_model(request, response_model):
+    """mock/function: as ``fake_model``, except that every blueprint cancels one of the user's
+    pending orders and asks what was paid for it (an expected output), so that a scripted agent
+    can read the task from the user's first message."""
+    if getattr(response_model, "__name__", "") != "Draft":
+        return fake_model(request, response_model)
+    text = "\n".join(str(m.get("content")) for m in request.messages)
+    user = re.search(r"The task is for the user (\S+)\.", text).group(1)
+    record = json.loads(re.search(rf"- users\[{re.escape(user)}\]: (.*)", text).group(1))
+    orders = [json.loads(m) for m in re.findall(r"- orders\[[^\]]+\]: (.*)", text)]
+    pending = [o for o in orders if o["user_id"] == user and o["status"] == "pending"]
+    lookup = {"name": "find_user_id_by_email", "arguments": json.dumps({"email": record["email"]})}
+    if not pending:
+        return {"thought": "t", "user_id": user, "instruction": f"You are {user}. Ask for nothing.",
+                "actions": [lookup], "outputs": []}
+    chosen = pending[zlib.crc32(text.encode()) % len(pending)]
+    order, paid = chosen["order_id"], chosen["payment_history"][0]["amount"]
+    return {"thought": "t", "user_id": user, "outputs": [str(paid)],
+            "instruction": f"You are {user} ({record['email']}). Cancel order {order}: no longer needed. "
+                           "Ask how much you had paid for it.",
+            "actions": [lookup, {"name": "get_order_details", "arguments": json.dumps({"order_id": order})},
+                        {"name": "cancel_pending_order", "arguments": json.dumps(
+                            {"order_id": order, "reason": "no longer needed"})}]}
+
+
+STYLES = {}  # order → conversations started (the "varied" agent alternates its wording)
+
+
+def scripted_agent(messages, tools, *, say=True, reason="no longer needed", transfer=False, varied=False):
+    """Reads the user's first message (email, order), looks the user and the order up, cancels
+    it, and says what was paid. ``say=False`` never says it; ``reason`` may be the wrong one;
+    ``transfer`` hands over to a human after saying it; ``varied`` words its reply one of two
+    ways, in turn per conversation about the same order (as a sampling model would)."""
+    first = messages[1]["content"]
+    email = re.search(r"\((\S+@\S+)\)", first).group(1)
+    order = re.search(r"#W\d+", first).group(0)
+    results = [m for m in messages if m["role"] == "tool"]
+    calls = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    style = int(calls[0]["id"].split("_")[1]) if calls else (STYLES.setdefault(order, 0) % 2 if varied else 0)
+    if not calls and varied:
+        STYLES[order] += 1
+    plan = [("find_user_id_by_email", {"email": email}), ("get_order_details", {"order_id": order}),
+            ("cancel_pending_order", {"order_id": order, "reason": reason})]
+    if len(results) < len(plan):
+        name, args = plan[len(results)]
+        return {"content": None, "tool_calls": [{"id": f"call_{style}_{len(results)}", "name": name, "arguments": args}]}
+    paid = json.loads(results[1]["content"])["payment_history"][0]["amount"]
+    reply = (f"Order {order} is cancelled." + (f" You had paid {paid}." if say else "")) if style == 0 \
+        else (f"Done: {order} is cancelled" + (f", and the {paid} you paid will be refunded." if say else "."))
+    if transfer:
+        return {"content": reply, "tool_calls": [{"id": f"call_{style}_9", "name": "transfer_to_human_agents",
+                                                   "arguments": {"summary": "cancelled an order"}}]}
+    return reply
+
+
+def careful_agent(messages, tools):
+    return scripted_agent(messages, tools)
+
+
+def varied_agent(messages, tools):
+    return scripted_agent(messages, tools, varied=True)
+
+
+def mute_agent(messages, tools):
+    return scripted_agent(messages, tools, say=False)
+
+
+def wrong_reason_agent(messages, tools):
+    return scripted_agent(messages, tools, reason="ordered by mistake")
+
+
+def transfer_agent(messages, tools):
+    return scripted_agent(messages, tools, transfer=True)
+
+
 def run_apigen(runner, ws, *extra, agent="tau-oracle", blueprints=3, trials=2, pairs=0, model="fake_model"):
     if agent.endswith("_agent"):
         extra = (*extra, "--set", f"agent.with.callable=tests.test_apigen_mt:{agent}")
@@ -433,6 +510,25 @@ def test_a_crashing_agent_fails_every_trial_and_nothing_is_exported(runner, tmp_
     assert set(m["pass-hat-k"]["values"].values()) == {0.0}
     assert m["funnel"]["values"]["successful trajectories"] == 0
     assert exported == []
+
+
+def verdicts_of(report):
+    return [(i["item"], i["status"], i["note"]) for i in report["items"] if i["step"] == "verdicts"]
+
+
+def test_the_export_keeps_only_passing_trials_that_end_with_the_agents_reply(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "wrong", agent="wrong_reason_agent", model="cancel_model",
+                                  blueprints=8)
+    verdicts = verdicts_of(report)
+    assert verdicts and all(status == "fail" and "final database differs" in note for _, status, note in verdicts)
+    assert exported == [] and report["metrics"]["funnel"]["values"]["unique successful trajectories (kept)"] == 0
+    # right actions, the output said, then a transfer: a pass, but the dialog ends with a tool result
+    report, exported = run_apigen(runner, tmp_path / "transfer", agent="transfer_agent", model="cancel_model",
+                                  blueprints=8)
+    funnel = report["metrics"]["funnel"]["values"]
+    assert {status for _, status, _ in verdicts_of(report)} == {"pass"}
+    assert funnel["unique successful trajectories"] == funnel["tasks"] > 0
+    assert exported == [] and funnel["unique successful trajectories (kept)"] == 0
 
 
 def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():

@@ -516,6 +516,17 @@ def verdicts_of(report):
     return [(i["item"], i["status"], i["note"]) for i in report["items"] if i["step"] == "verdicts"]
 
 
+def test_an_agent_that_never_says_the_expected_output_fails_and_is_not_exported(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="mute_agent", model="cancel_model", blueprints=8)
+    verdicts = verdicts_of(report)
+    assert len(verdicts) >= 4 and all(status == "fail" and note.startswith("the agent never said '")
+                                      for _, status, note in verdicts), verdicts
+    assert report["metrics"]["success"]["values"]["rate"] == 0.0 and exported == []
+    careful, exported = run_apigen(runner, tmp_path / "ok", agent="careful_agent", model="cancel_model", blueprints=8)
+    assert {status for _, status, _ in verdicts_of(careful)} == {"pass"}  # the same actions, and it says it
+    assert len(exported) == len(verdicts) // 2  # two identical trials of each task: one kept
+
+
 def test_the_export_keeps_only_passing_trials_that_end_with_the_agents_reply(runner, tmp_path):
     report, exported = run_apigen(runner, tmp_path / "wrong", agent="wrong_reason_agent", model="cancel_model",
                                   blueprints=8)
@@ -529,6 +540,30 @@ def test_the_export_keeps_only_passing_trials_that_end_with_the_agents_reply(run
     assert {status for _, status, _ in verdicts_of(report)} == {"pass"}
     assert funnel["unique successful trajectories"] == funnel["tasks"] > 0
     assert exported == [] and funnel["unique successful trajectories (kept)"] == 0
+
+
+def test_different_successful_trajectories_of_a_task_are_each_kept_and_repeats_dropped(runner, tmp_path):
+    STYLES.clear()
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="varied_agent", model="cancel_model",
+                                  blueprints=8, trials=3)
+    funnel = report["metrics"]["funnel"]["values"]
+    tasks = funnel["tasks"]
+    assert tasks >= 2 and funnel["successful trajectories"] == 3 * tasks
+    assert funnel["unique successful trajectories (kept)"] == 2 * tasks  # wording A, B, A: two kept
+    assert [r["unique"] for r in report["metrics"]["tasks"]["rows"]] == [2] * tasks
+    by_task = {}
+    for row in exported:
+        by_task.setdefault(row["task_id"], []).append(row)
+    assert len(exported) == 2 * tasks and all(len(rows) == 2 for rows in by_task.values())
+    signatures = {}  # task → the signature of each trial, in trial order
+    for item in sorted(report["items"], key=lambda i: i["item"]):
+        if item["step"] == "verdicts":
+            [score] = [x for x in item["scores"] if x["name"] == "task"]
+            signatures.setdefault(score["labels"]["task"], []).append(score["labels"]["signature"])
+    for task, rows in by_task.items():
+        a, b = (r["messages"][-1]["content"] for r in rows)
+        firsts = [trial for trial, sig in enumerate(signatures[task]) if sig not in signatures[task][:trial]]
+        assert a != b and [r["trial"] for r in rows] == firsts  # the first trial of each kind
 
 
 def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():

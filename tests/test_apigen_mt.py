@@ -214,6 +214,55 @@ def test_recombination_rejects_a_conflicting_pair(scripted_llm):
     assert model.history == []  # rejected before any model call
 
 
+STATUS = accepted("B004", UMAR, FIND_UMAR, ("get_order_details", {"order_id": "#W9082175"}), outputs=["pending"])
+
+
+def test_recombination_rejects_an_output_the_first_part_made_stale(scripted_llm):
+    """Cancel #W9082175, then ask its status: the status read now says "cancelled", so the
+    second part's "pending" is no longer supported."""
+    assert not validate(ENVS["retail"], as_draft(STATUS.blueprint))[1]  # alone it is fine
+    llm, model = scripted_llm()
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), ENVS["retail"], llm=llm,
+                                  pair=Pair(id="C002", user_id=UMAR, first=CANCEL, second=STATUS))).value
+    assert result.status == "rejected" and result.attempts[0].stage == "conflict"
+    [problem] = result.attempts[0].problems
+    assert problem.reason == "unsupported-output" and problem.message.startswith("B004: output 'pending'")
+    # the status read follows the cancellation, so it is made again; the repeated look-up is not
+    assert [a.name for a in result.attempts[0].blueprint.actions] == [
+        "find_user_id_by_email", "cancel_pending_order", "get_order_details"]
+    assert model.history == []
+
+
+def test_recombination_keeps_an_output_read_before_a_later_change(scripted_llm):
+    """Ask the status ("pending"), then cancel: the agent says "pending" before it cancels."""
+    llm, model = scripted_llm({"thought": "both", "instruction": "You are Umar; ask, then cancel."},
+                              *[review(1, 1, 1, 1)] * 3)
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), ENVS["retail"], llm=llm,
+                                  pair=Pair(id="C003", user_id=UMAR, first=STATUS, second=CANCEL))).value
+    assert result.status == "accepted" and result.blueprint.outputs == ["pending"]
+    assert [a.name for a in result.blueprint.actions] == ["find_user_id_by_email", "get_order_details",
+                                                         "cancel_pending_order"]
+
+
+def test_recombination_rejects_a_pair_that_undoes_itself(scripted_llm):
+    """Two address changes that end where the data started: the combined task changes nothing
+    and expects nothing. (The second alone would fail stage 1; this is the safety net for write
+    pairs that cancel out.)"""
+    env = ENVS["retail"]
+    db = env.seed_database()
+    address = dict(db.get("users", UMAR)["address"])
+    db.close()
+    new = {**address, "address1": "12 New Street"}
+    there = accepted("B005", UMAR, FIND_UMAR, ("modify_user_address", {"user_id": UMAR, **new}))
+    back = accepted("B006", UMAR, FIND_UMAR, ("modify_user_address", {"user_id": UMAR, **address}))
+    assert not validate(env, as_draft(there.blueprint))[1]
+    llm, model = scripted_llm()
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), env, llm=llm,
+                                  pair=Pair(id="C004", user_id=UMAR, first=there, second=back))).value
+    assert result.status == "rejected" and [p.reason for p in result.attempts[0].problems] == ["tests-nothing"]
+    assert result.attempts[0].stage == "conflict" and model.history == []
+
+
 def test_recombination_accepts_a_compatible_pair_that_replays_to_both_end_states(scripted_llm):
     ret = accepted("B003", UMAR, FIND_UMAR, ("get_order_details", {"order_id": "#W9791481"}),
                    ("return_delivered_order_items", {"order_id": "#W9791481", "item_ids": ["5075738317"],

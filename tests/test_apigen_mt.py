@@ -18,6 +18,7 @@ import pytest
 from intellagent.agent import Agent, AgentTurn
 from intellagent.cli import cli
 from intellagent.environment import load_environment
+from intellagent.errors import ConfigError
 from intellagent.testing.harness import run_pipeline, run_step
 from intellagent_plugins.apigen_mt.artefacts import (ApiGraph, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Pair, Review, Trajectory)
@@ -633,6 +634,28 @@ def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():
         assert out.scores[0].name == "task" and out.scores[0].status == "agent-error"
     dialog.stop_reason = "success"
     assert asyncio.run(run_step(TauState(None), env, event=event, dialog=dialog)).status == "pass"
+
+
+@pytest.mark.parametrize("entries,message", [
+    ([{"user_id": UMAR, "instruction": "Cancel it."}], f"entry 1 of 1 (user {UMAR}): missing required key 'actions'"),
+    ([{"instruction": "x", "actions": [{"name": "a"}]}, {"instruction": "y", "actions": [{"kwargs": {}}]}],
+     "entry 2 of 2: actions[0]: missing required key 'name'"),
+    ([{"instruction": "x", "actions": [{"name": "a"}], "outputs": [1.5]}], "entry 1 of 1: outputs[0]: Input should be a valid string"),
+    (["a task"], "entry 1 of 1: expected a JSON object"),
+    ({"tasks": []}, "expected a JSON list of tasks"),
+])
+def test_a_bad_examples_file_is_one_line_naming_the_file_and_entry_before_any_model_call(runner, tmp_path, entries, message):
+    examples = tmp_path / "examples.json"
+    examples.write_text(json.dumps(entries))
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws),
+                                 "--set", f"steps.contexts.with.examples={examples}"])
+    assert result.exit_code == 2, result.output
+    assert f"{examples}: {message}" in result.output and "steps.contexts.with.examples" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "internal error" not in result.output
+    assert not list(ws.glob("runs/*"))  # refused with the pipeline: no step ran, no model was asked
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_examples(str(examples), "retail")
 
 
 def test_bad_input_is_one_clean_line(runner, tmp_path):

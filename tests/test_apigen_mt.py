@@ -670,6 +670,18 @@ def test_a_bad_examples_file_is_one_line_naming_the_file_and_entry_before_any_mo
         load_examples(str(examples), "retail")
 
 
+def test_forbid_refuses_a_tool_the_environment_does_not_have(runner, tmp_path):
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws),
+                                 "--set", 'steps.graph.with.forbid=[["cancel_pending_order", "return_order"]]'])
+    assert result.exit_code == 2, result.output
+    assert "steps.graph.with.forbid: 'return_order' is not a tool of 'retail'" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    graph = asyncio.run(run_step(ApiGraphExtractor(GraphConfig(forbid=[("get_order_details", "cancel_pending_order")])),
+                                 ENVS["retail"]))  # a known pair is honoured
+    assert ("get_order_details", "cancel_pending_order") not in {(e.a, e.b) for e in graph.edges}
+
+
 def test_bad_input_is_one_clean_line(runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--pipeline", "apigen-mt", "--workspace", str(tmp_path)])
     assert result.exit_code == 2 and "needs an environment with a database and write tools" in result.output

@@ -5,7 +5,7 @@
 The generator is a Python function standing in for the model: it reads the user's records in
 its prompt and proposes a real task (retail: cancel a pending order, change its address,
 return a delivered item, change the default address; airline: cancel an eligible reservation,
-add a bag), but its first draft is flawed at set rates — arguments that are not JSON (15 %),
+add a bag, or, for a user with neither, ask the membership level, an expected output), but its first draft is flawed at set rates — arguments that are not JSON (15 %),
 another customer's order or an ineligible reservation (15 %), an id that does not exist (10 %) —
 and a revision that sees the feedback is right. Each committee member scores each metric 1 with
 probability 0.85. So the figures measure the pipeline's machinery (validation, majority vote,
@@ -74,7 +74,7 @@ def retail_task(text, user, rng, flaw):
         call = (call[0], {**call[1], "order_id": others[0]["order_id"]})
     elif flaw == "missing" and "order_id" in call[1]:
         call = (call[0], {**call[1], "order_id": "#W0000000"})
-    return [lookup, {"name": call[0], "arguments": json.dumps(call[1])}], f"You are {user} ({record['email']}). {say}"
+    return [lookup, {"name": call[0], "arguments": json.dumps(call[1])}], f"You are {user} ({record['email']}). {say}", []
 
 
 def airline_task(text, user, rng, flaw):
@@ -99,11 +99,11 @@ def airline_task(text, user, rng, flaw):
         say = f"Add one checked bag to reservation {r['reservation_id']}, paid with your credit card."
         if flaw == "owner":
             call = (call[0], {**call[1], "total_baggages": max(0, r["total_baggages"] - 1)})
-    else:
-        return [lookup], f"Your user id is {user}. Ask about your profile."
+    else:  # nothing to change: a question with an answer to check (a task must test something)
+        return [lookup], f"Your user id is {user}. Ask which membership level you have.", [user_rec["membership"]]
     if flaw == "missing":
         call = (call[0], {**call[1], "reservation_id": "ZZZZZZ"})
-    return [lookup, {"name": call[0], "arguments": json.dumps(call[1])}], f"Your user id is {user}. {say}"
+    return [lookup, {"name": call[0], "arguments": json.dumps(call[1])}], f"Your user id is {user}. {say}", []
 
 
 def synthetic_model(domain: str):
@@ -121,11 +121,11 @@ def synthetic_model(domain: str):
                 if roll < edge and not revising:
                     flaw = kind
                     break
-            actions, instruction = (retail_task if domain == "retail" else airline_task)(text, user, rng, flaw)
+            actions, instruction, outputs = (retail_task if domain == "retail" else airline_task)(text, user, rng, flaw)
             if flaw == "json":
                 actions[-1]["arguments"] = actions[-1]["arguments"].replace('"', "'")
             return {"thought": "from the records", "user_id": user, "instruction": instruction,
-                    "actions": actions, "outputs": []}
+                    "actions": actions, "outputs": outputs}
         if name == "Review":
             rng = _rng(request, "review")
             return {m: {"score": int(rng.random() < 0.85), "reason": f"{m} judged"}

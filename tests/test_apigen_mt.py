@@ -18,6 +18,7 @@ import pytest
 from intellagent.agent import Agent, AgentTurn
 from intellagent.cli import cli
 from intellagent.environment import load_environment
+from intellagent.errors import ConfigError
 from intellagent.testing.harness import run_pipeline, run_step
 from intellagent_plugins.apigen_mt.artefacts import (ApiGraph, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Pair, Review, Trajectory)
@@ -70,6 +71,11 @@ BAD = {
         (draft(UMAR, "Talk to a person, then cancel.", ("transfer_to_human_agents", {"summary": "wants a person"}),
                ("cancel_pending_order", {"order_id": "#W9082175", "reason": "no longer needed"})),
          "policy", "transfer-ends"),
+        (draft(UMAR, "You are Umar. Ask for nothing.", ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"})),
+         "execution", "tests-nothing"),  # read-only, no output: an agent that does nothing passes it
+        (draft(UMAR, "Talk to a person.", ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"}),
+               ("transfer_to_human_agents", {"summary": "wants a person"})),
+         "execution", "tests-nothing"),  # the state critic cannot see a transfer
     ],
     "airline": [
         (draft("elif_petrov_3918", "Cancel JEPK7J.", ("cancel_reservation", {"reservation_id": "JEPK7J"})),
@@ -88,16 +94,37 @@ BAD = {
 }
 
 
+PATCHES = {  # per shipped example: a line its diff patch must hold, and how many fields change
+    "retail": [('~ orders[#W9082175].status: "pending" → "cancelled"', 3),
+               ('~ orders[#W9704088].return_items: null → ["5859455048"]', 3)],
+    "airline": [('~ reservations[TK96J9].status: null → "cancelled"', 2),
+                ("~ reservations[34AKLP].total_baggages: 3 → 4", 3)],
+}
+
+
 @pytest.mark.parametrize("domain", sorted(BAD))
 def test_good_blueprints_pass_stage_one(domain):
     env = ENVS[domain]
     examples = load_examples(None, domain)
-    assert len(examples) >= 2
-    for example in examples:
+    assert len(examples) == len(PATCHES[domain])
+    for example, (line, fields) in zip(examples, PATCHES[domain]):
         blueprint, problems, execution = validate(env, as_draft(example))
         assert problems == [], problems
-        assert execution.diff.count("\n") >= 0 and "(no change)" not in execution.diff
+        lines = execution.diff.splitlines()
+        assert line in lines and len(lines) == fields, execution.diff
+        target = next(v for a in example.actions for k, v in a.arguments.items()
+                      if env.tools[a.name].spec.action and k.endswith("_id") and k != "payment_id")
+        assert all(f"[{target}]." in x for x in lines)  # only the record the write names changed
         execution.close()
+
+
+def test_a_read_only_task_with_an_expected_output_is_checkable():
+    read = draft(UMAR, "You are Umar. Ask for the status of order #W9082175.",
+                 ("find_user_id_by_email", {"email": "umar.lindqvist623@example.com"}),
+                 ("get_order_details", {"order_id": "#W9082175"}), outputs=["pending"])
+    _, problems, execution = validate(ENVS["retail"], read)
+    assert problems == [] and execution.diff == "(no change)"
+    execution.close()
 
 
 @pytest.mark.parametrize("domain,case", [(d, i) for d in sorted(BAD) for i in range(len(BAD[d]))])
@@ -198,6 +225,55 @@ def test_recombination_rejects_a_conflicting_pair(scripted_llm):
     assert result.status == "rejected" and result.attempts[0].stage == "conflict"
     assert {p.reason for p in result.attempts[0].problems} >= {"one-final-action-per-order", "pending-only"}
     assert model.history == []  # rejected before any model call
+
+
+STATUS = accepted("B004", UMAR, FIND_UMAR, ("get_order_details", {"order_id": "#W9082175"}), outputs=["pending"])
+
+
+def test_recombination_rejects_an_output_the_first_part_made_stale(scripted_llm):
+    """Cancel #W9082175, then ask its status: the status read now says "cancelled", so the
+    second part's "pending" is no longer supported."""
+    assert not validate(ENVS["retail"], as_draft(STATUS.blueprint))[1]  # alone it is fine
+    llm, model = scripted_llm()
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), ENVS["retail"], llm=llm,
+                                  pair=Pair(id="C002", user_id=UMAR, first=CANCEL, second=STATUS))).value
+    assert result.status == "rejected" and result.attempts[0].stage == "conflict"
+    [problem] = result.attempts[0].problems
+    assert problem.reason == "unsupported-output" and problem.message.startswith("B004: output 'pending'")
+    # the status read follows the cancellation, so it is made again; the repeated look-up is not
+    assert [a.name for a in result.attempts[0].blueprint.actions] == [
+        "find_user_id_by_email", "cancel_pending_order", "get_order_details"]
+    assert model.history == []
+
+
+def test_recombination_keeps_an_output_read_before_a_later_change(scripted_llm):
+    """Ask the status ("pending"), then cancel: the agent says "pending" before it cancels."""
+    llm, model = scripted_llm({"thought": "both", "instruction": "You are Umar; ask, then cancel."},
+                              *[review(1, 1, 1, 1)] * 3)
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), ENVS["retail"], llm=llm,
+                                  pair=Pair(id="C003", user_id=UMAR, first=STATUS, second=CANCEL))).value
+    assert result.status == "accepted" and result.blueprint.outputs == ["pending"]
+    assert [a.name for a in result.blueprint.actions] == ["find_user_id_by_email", "get_order_details",
+                                                         "cancel_pending_order"]
+
+
+def test_recombination_rejects_a_pair_that_undoes_itself(scripted_llm):
+    """Two address changes that end where the data started: the combined task changes nothing
+    and expects nothing. (The second alone would fail stage 1; this is the safety net for write
+    pairs that cancel out.)"""
+    env = ENVS["retail"]
+    db = env.seed_database()
+    address = dict(db.get("users", UMAR)["address"])
+    db.close()
+    new = {**address, "address1": "12 New Street"}
+    there = accepted("B005", UMAR, FIND_UMAR, ("modify_user_address", {"user_id": UMAR, **new}))
+    back = accepted("B006", UMAR, FIND_UMAR, ("modify_user_address", {"user_id": UMAR, **address}))
+    assert not validate(env, as_draft(there.blueprint))[1]
+    llm, model = scripted_llm()
+    result = asyncio.run(run_step(Recombine(BlueprintConfig()), env, llm=llm,
+                                  pair=Pair(id="C004", user_id=UMAR, first=there, second=back))).value
+    assert result.status == "rejected" and [p.reason for p in result.attempts[0].problems] == ["tests-nothing"]
+    assert result.attempts[0].stage == "conflict" and model.history == []
 
 
 def test_recombination_accepts_a_compatible_pair_that_replays_to_both_end_states(scripted_llm):
@@ -387,6 +463,223 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     assert again.exit_code == 0, again.output
     tau = json.loads(next((tmp_path / "tau").glob("runs/*/report.json")).read_text())
     assert tau["outcomes"] == {"pass": tasks}
+
+
+# --- scripted agents that are not the oracle ----------------------------------------------
+
+def cancel_model(request, response_model):
+    """mock/function: as ``fake_model``, except that every blueprint cancels one of the user's
+    pending orders and asks what was paid for it (an expected output), so that a scripted agent
+    can read the task from the user's first message."""
+    if getattr(response_model, "__name__", "") != "Draft":
+        return fake_model(request, response_model)
+    text = "\n".join(str(m.get("content")) for m in request.messages)
+    user = re.search(r"The task is for the user (\S+)\.", text).group(1)
+    record = json.loads(re.search(rf"- users\[{re.escape(user)}\]: (.*)", text).group(1))
+    orders = [json.loads(m) for m in re.findall(r"- orders\[[^\]]+\]: (.*)", text)]
+    pending = [o for o in orders if o["user_id"] == user and o["status"] == "pending"]
+    lookup = {"name": "find_user_id_by_email", "arguments": json.dumps({"email": record["email"]})}
+    if not pending:
+        return {"thought": "t", "user_id": user, "instruction": f"You are {user}. Ask for nothing.",
+                "actions": [lookup], "outputs": []}
+    chosen = pending[zlib.crc32(text.encode()) % len(pending)]
+    order, paid = chosen["order_id"], chosen["payment_history"][0]["amount"]
+    return {"thought": "t", "user_id": user, "outputs": [str(paid)],
+            "instruction": f"You are {user} ({record['email']}). Cancel order {order}: no longer needed. "
+                           "Ask how much you had paid for it.",
+            "actions": [lookup, {"name": "get_order_details", "arguments": json.dumps({"order_id": order})},
+                        {"name": "cancel_pending_order", "arguments": json.dumps(
+                            {"order_id": order, "reason": "no longer needed"})}]}
+
+
+STYLES = {}  # order → conversations started (the "varied" agent alternates its wording)
+
+
+def scripted_agent(messages, tools, *, say=True, reason="no longer needed", transfer=False, varied=False):
+    """Reads the user's first message (email, order), looks the user and the order up, cancels
+    it, and says what was paid. ``say=False`` never says it; ``reason`` may be the wrong one;
+    ``transfer`` hands over to a human after saying it; ``varied`` words its reply one of two
+    ways, in turn per conversation about the same order (as a sampling model would)."""
+    first = messages[1]["content"]
+    email = re.search(r"\((\S+@\S+)\)", first).group(1)
+    order = re.search(r"#W\d+", first).group(0)
+    results = [m for m in messages if m["role"] == "tool"]
+    calls = [c for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+    style = int(calls[0]["id"].split("_")[1]) if calls else (STYLES.setdefault(order, 0) % 2 if varied else 0)
+    if not calls and varied:
+        STYLES[order] += 1
+    plan = [("find_user_id_by_email", {"email": email}), ("get_order_details", {"order_id": order}),
+            ("cancel_pending_order", {"order_id": order, "reason": reason})]
+    if len(results) < len(plan):
+        name, args = plan[len(results)]
+        return {"content": None, "tool_calls": [{"id": f"call_{style}_{len(results)}", "name": name, "arguments": args}]}
+    paid = json.loads(results[1]["content"])["payment_history"][0]["amount"]
+    reply = (f"Order {order} is cancelled." + (f" You had paid {paid}." if say else "")) if style == 0 \
+        else (f"Done: {order} is cancelled" + (f", and the {paid} you paid will be refunded." if say else "."))
+    if transfer:
+        return {"content": reply, "tool_calls": [{"id": f"call_{style}_9", "name": "transfer_to_human_agents",
+                                                   "arguments": {"summary": "cancelled an order"}}]}
+    return reply
+
+
+def careful_agent(messages, tools):
+    return scripted_agent(messages, tools)
+
+
+def varied_agent(messages, tools):
+    return scripted_agent(messages, tools, varied=True)
+
+
+def mute_agent(messages, tools):
+    return scripted_agent(messages, tools, say=False)
+
+
+def wrong_reason_agent(messages, tools):
+    return scripted_agent(messages, tools, reason="ordered by mistake")
+
+
+def transfer_agent(messages, tools):
+    return scripted_agent(messages, tools, transfer=True)
+
+
+def run_apigen(runner, ws, *extra, agent="tau-oracle", blueprints=3, trials=2, pairs=0, model="fake_model"):
+    if agent.endswith("_agent"):
+        extra = (*extra, "--set", f"agent.with.callable=tests.test_apigen_mt:{agent}")
+        agent = "python"
+    args = ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws), "--agent", agent,
+            "--set", "llm.default.model=mock/function",
+            "--set", f"llm.default.options.function=tests.test_apigen_mt:{model}",
+            "--blueprints", str(blueprints), "--trials", str(trials), "--pairs", str(pairs), *extra]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output + str(result.exception)
+    run = next((ws / "runs").glob("*/report.json")).parent
+    report = json.loads((run / "report.json").read_text())
+    exported = [json.loads(line) for line in (run / "apigen" / "trajectories.jsonl").read_text().splitlines()]
+    return report, exported
+
+
+def crashing_agent(messages, tools):
+    raise RuntimeError("agent bug")
+
+
+def test_a_crashing_agent_fails_every_trial_and_nothing_is_exported(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="crashing_agent")
+    verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
+    assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
+    assert all(v["note"] == "the agent failed: RuntimeError: agent bug" for v in verdicts)
+    m = report["metrics"]
+    assert m["success"]["values"]["rate"] == 0.0 and m["success"]["values"]["n"] == len(verdicts)
+    assert set(m["pass-hat-k"]["values"].values()) == {0.0}
+    assert m["funnel"]["values"]["successful trajectories"] == 0
+    assert exported == []
+
+
+def verdicts_of(report):
+    return [(i["item"], i["status"], i["note"]) for i in report["items"] if i["step"] == "verdicts"]
+
+
+def test_an_agent_that_never_says_the_expected_output_fails_and_is_not_exported(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="mute_agent", model="cancel_model", blueprints=8)
+    verdicts = verdicts_of(report)
+    assert len(verdicts) >= 4 and all(status == "fail" and note.startswith("the agent never said '")
+                                      for _, status, note in verdicts), verdicts
+    assert report["metrics"]["success"]["values"]["rate"] == 0.0 and exported == []
+    careful, exported = run_apigen(runner, tmp_path / "ok", agent="careful_agent", model="cancel_model", blueprints=8)
+    assert {status for _, status, _ in verdicts_of(careful)} == {"pass"}  # the same actions, and it says it
+    assert len(exported) == len(verdicts) // 2  # two identical trials of each task: one kept
+
+
+def test_the_export_keeps_only_passing_trials_that_end_with_the_agents_reply(runner, tmp_path):
+    report, exported = run_apigen(runner, tmp_path / "wrong", agent="wrong_reason_agent", model="cancel_model",
+                                  blueprints=8)
+    verdicts = verdicts_of(report)
+    assert verdicts and all(status == "fail" and "final database differs" in note for _, status, note in verdicts)
+    assert exported == [] and report["metrics"]["funnel"]["values"]["unique successful trajectories (kept)"] == 0
+    # right actions, the output said, then a transfer: a pass, but the dialog ends with a tool result
+    report, exported = run_apigen(runner, tmp_path / "transfer", agent="transfer_agent", model="cancel_model",
+                                  blueprints=8)
+    funnel = report["metrics"]["funnel"]["values"]
+    assert {status for _, status, _ in verdicts_of(report)} == {"pass"}
+    assert funnel["unique successful trajectories"] == funnel["tasks"] > 0
+    assert exported == [] and funnel["unique successful trajectories (kept)"] == 0
+
+
+def test_different_successful_trajectories_of_a_task_are_each_kept_and_repeats_dropped(runner, tmp_path):
+    STYLES.clear()
+    report, exported = run_apigen(runner, tmp_path / "ws", agent="varied_agent", model="cancel_model",
+                                  blueprints=8, trials=3)
+    funnel = report["metrics"]["funnel"]["values"]
+    tasks = funnel["tasks"]
+    assert tasks >= 2 and funnel["successful trajectories"] == 3 * tasks
+    assert funnel["unique successful trajectories (kept)"] == 2 * tasks  # wording A, B, A: two kept
+    assert [r["unique"] for r in report["metrics"]["tasks"]["rows"]] == [2] * tasks
+    by_task = {}
+    for row in exported:
+        by_task.setdefault(row["task_id"], []).append(row)
+    assert len(exported) == 2 * tasks and all(len(rows) == 2 for rows in by_task.values())
+    signatures = {}  # task → the signature of each trial, in trial order
+    for item in sorted(report["items"], key=lambda i: i["item"]):
+        if item["step"] == "verdicts":
+            [score] = [x for x in item["scores"] if x["name"] == "task"]
+            signatures.setdefault(score["labels"]["task"], []).append(score["labels"]["signature"])
+    for task, rows in by_task.items():
+        a, b = (r["messages"][-1]["content"] for r in rows)
+        firsts = [trial for trial, sig in enumerate(signatures[task]) if sig not in signatures[task][:trial]]
+        assert a != b and [r["trial"] for r in rows] == firsts  # the first trial of each kind
+
+
+def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():
+    """Whatever stage 1 lets through: a crash is never a pass, even when the database is as the
+    ground truth leaves it."""
+    from intellagent_plugins.apigen_mt.critic import TrajectoryState
+
+    env = ENVS["retail"]
+    task = {"index": 0, "trial": 0, "actions": [{"name": FIND_UMAR[0], "kwargs": FIND_UMAR[1]}], "outputs": []}
+    spec = TaskSpec(id="T000-0", policies=[], target_complexity=0, complexity=0, task=task)
+    event = TaskEvent(id="T000-0", spec=spec, scenario="Ask for nothing.", task=task)
+    db = env.seed_database()
+    dialog = Trajectory(id="T000-0", stop_reason="agent-error", error="RuntimeError: agent bug", final_hash=db.hash())
+    db.close()
+    for critic in (TrajectoryState(None), TauState(None)):
+        out = asyncio.run(run_step(critic, env, event=event, dialog=dialog))
+        assert out.status == "agent-error" and out.value.status == "agent-error"
+        assert out.scores[0].name == "task" and out.scores[0].status == "agent-error"
+    dialog.stop_reason = "success"
+    assert asyncio.run(run_step(TauState(None), env, event=event, dialog=dialog)).status == "pass"
+
+
+@pytest.mark.parametrize("entries,message", [
+    ([{"user_id": UMAR, "instruction": "Cancel it."}], f"entry 1 of 1 (user {UMAR}): missing required key 'actions'"),
+    ([{"instruction": "x", "actions": [{"name": "a"}]}, {"instruction": "y", "actions": [{"kwargs": {}}]}],
+     "entry 2 of 2: actions[0]: missing required key 'name'"),
+    ([{"instruction": "x", "actions": [{"name": "a"}], "outputs": [1.5]}], "entry 1 of 1: outputs[0]: Input should be a valid string"),
+    (["a task"], "entry 1 of 1: expected a JSON object"),
+    ({"tasks": []}, "expected a JSON list of tasks"),
+])
+def test_a_bad_examples_file_is_one_line_naming_the_file_and_entry_before_any_model_call(runner, tmp_path, entries, message):
+    examples = tmp_path / "examples.json"
+    examples.write_text(json.dumps(entries))
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws),
+                                 "--set", f"steps.contexts.with.examples={examples}"])
+    assert result.exit_code == 2, result.output
+    assert f"{examples}: {message}" in result.output and "steps.contexts.with.examples" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "internal error" not in result.output
+    assert not list(ws.glob("runs/*"))  # refused with the pipeline: no step ran, no model was asked
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_examples(str(examples), "retail")
+
+
+def test_forbid_refuses_a_tool_the_environment_does_not_have(runner, tmp_path):
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--workspace", str(ws),
+                                 "--set", 'steps.graph.with.forbid=[["cancel_pending_order", "return_order"]]'])
+    assert result.exit_code == 2, result.output
+    assert "steps.graph.with.forbid: 'return_order' is not a tool of 'retail'" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    graph = asyncio.run(run_step(ApiGraphExtractor(GraphConfig(forbid=[("get_order_details", "cancel_pending_order")])),
+                                 ENVS["retail"]))  # a known pair is honoured
+    assert ("get_order_details", "cancel_pending_order") not in {(e.a, e.b) for e in graph.edges}
 
 
 def test_bad_input_is_one_clean_line(runner, tmp_path):

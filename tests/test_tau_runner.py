@@ -50,6 +50,25 @@ def test_an_idle_agent_fails_the_tasks_that_need_work(runner, tmp_path):
         assert (v["status"] == "fail") == needs_work, (index, v)
 
 
+def crashing_agent(messages, tools):
+    raise RuntimeError("agent bug")
+
+
+def test_a_crashing_agent_fails_every_task_as_agent_error(runner, tmp_path):
+    """Even the tasks an idle agent passes (nothing to change, nothing to say): a crash is the
+    agent's failure, never a pass and never an infra error."""
+    report = run_tasks(runner, tmp_path, "retail", "dev", "python",
+                       "--set", "agent.with.callable=tests.test_tau_runner:crashing_agent")
+    golden = json.loads((TAU_BENCH / "retail" / "golden_dev.json").read_text())["tasks"]
+    assert any(t["db_unchanged"] and not t["outputs"] for t in golden)  # the tasks that used to pass
+    verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
+    assert len(verdicts) == 20 and {v["status"] for v in verdicts} == {"agent-error"}
+    assert all("RuntimeError: agent bug" in v["note"] for v in verdicts)
+    assert report["metrics"]["success"]["values"]["rate"] == 0.0
+    assert report["metrics"]["success"]["values"]["n"] == 20
+    assert report["metrics"]["pass-hat-k"]["values"] == {"pass^1": 0.0}
+
+
 def test_trials_and_pass_hat_k(runner, tmp_path):
     report = run_tasks(runner, tmp_path, "airline", "test", "tau-oracle", trials=3)
     assert sum(report["outcomes"].values()) == 150

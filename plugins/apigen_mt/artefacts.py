@@ -118,7 +118,8 @@ class Review(BaseModel):
 class Problem(BaseModel):
     stage: Stage
     reason: str = Field(description="A category: missing-part, invalid-json, unknown-tool, "
-                        "bad-arguments, refused, a rule id, a committee metric.")
+                        "bad-arguments, refused, unsupported-output, tests-nothing, a rule id, "
+                        "a committee metric.")
     message: str
 
 

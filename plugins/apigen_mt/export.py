@@ -8,8 +8,9 @@
   example (``messages`` with tool calls and tool results, ``tools``);
 - ``trajectories.jsonl``: the same with the task id, trial and blueprint beside them.
 
-Only trials the state critic passed are exported, and of identical trajectories of one task
-only the first (rejection sampling keeps the unique successes).
+Only trials the state critic passed and that end with the agent's reply are exported, and of
+identical trajectories of one task only the first (rejection sampling keeps the unique
+successes).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from intellagent_plugins.reporters.writers import Reporter
 
 from intellagent_plugins.apigen_mt.artefacts import Trajectory
-from intellagent_plugins.apigen_mt.critic import TrajectoryState
+from intellagent_plugins.apigen_mt.critic import TrajectoryState, exportable
 from intellagent_plugins.apigen_mt.tasks import ApigenTasks
 
 
@@ -64,7 +65,7 @@ class ApigenExport(Reporter):
                 (out / "trajectories.jsonl").open("w", encoding="utf-8") as plain:
             if dialogs_step is not None:
                 for item, dialog in data.values(dialogs_step):
-                    if item not in passed or not dialog.messages:
+                    if item not in passed or not exportable(dialog):
                         continue
                     index, _, trial = item.rpartition("-")
                     task = tasks.get(int(index.lstrip("T") or -1)) if index.startswith("T") else None

@@ -133,6 +133,10 @@ class ApiGraphExtractor(Extractor):
                               f"(action: true); '{env.name}' has "
                               + ("no database" if env.db_schema is None else "no write tool"),
                               item="step graph")
+        unknown = [name for pair in self.config.forbid for name in pair if name not in env.tools]
+        if unknown:
+            raise ConfigError(f"'{unknown[0]}' is not a tool of '{env.name}' (tools: "
+                              f"{', '.join(sorted(env.tools))})", item=f"steps.{ctx.step}.with.forbid")
         nodes = [ToolNode(name=s.name, writes=s.action, terminal=s.terminal,
                           inputs=list(s.parameters.get("properties", {}))) for s in env.tool_specs
                  if s.name in env.tools]

@@ -37,7 +37,8 @@ class AcceptanceMetric(Metric):
 
 class FunnelMetric(Metric):
     """Contexts → blueprints accepted (first try, after revision) → combined → tasks → trials →
-    successful trials → tasks solved → unique successful trajectories."""
+    successful trials → tasks solved → unique successful trajectories → those kept for export
+    (ending with the agent's reply)."""
 
     name = "apigen-funnel"
 
@@ -49,6 +50,8 @@ class FunnelMetric(Metric):
         passed = [s for s in trials if s.status == "pass"]
         solved = {s.labels.get("task") for s in passed}
         unique = {(s.labels.get("task"), s.labels.get("signature")) for s in passed}
+        kept = {key for s in passed if s.labels.get("exportable", True)
+                for key in [(s.labels.get("task"), s.labels.get("signature"))]}
         final = defaultdict(int)
         for s in blue:
             if s.status != "pass":
@@ -66,7 +69,8 @@ class FunnelMetric(Metric):
             ("trajectories (trials)", len(trials)),
             ("successful trajectories", len(passed)),
             ("tasks with a success", len(solved)),
-            ("unique successful trajectories (kept)", len(unique)),
+            ("unique successful trajectories", len(unique)),
+            ("unique successful trajectories (kept)", len(kept)),
         ]
         return MetricResult(name=self.name, title="APIGen-MT funnel",
                             values={k: v for k, v in rows},

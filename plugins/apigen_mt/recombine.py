@@ -1,12 +1,21 @@
 """Reverse task recombination: accepted blueprints of the same user joined into longer tasks.
 
 ``recombination-pairs`` (sampler, over every accepted blueprint) pairs blueprints of the same
-user; ``recombine`` (generator, per pair) concatenates their actions (a read the first part
-already made is not repeated), aggregates their outputs, re-runs the policy checks on the
-combined actions (two parts that conflict, such as cancelling and then returning the same order,
-are rejected here), checks that the combined actions still execute, has the generator write one
-combined instruction, and re-validates from stage 2: the committee, with refinement of the
-instruction on its feedback.
+user; ``recombine`` (generator, per pair) concatenates their actions (a read of the second part
+is dropped when the same call was made before and returns the same in the combined run: a read
+whose answer the first part changed is made again), aggregates their outputs, re-runs the policy
+checks on the combined actions (two parts that conflict, such as cancelling and then returning
+the same order, are rejected here), checks that the combined actions still execute, that each
+part's expected outputs still come from what its own actions return in the combined run, and
+that the combined task still changes something or expects an output; then has the generator
+write one combined instruction, and re-validates from stage 2: the committee, with refinement of
+the instruction on its feedback.
+
+Outputs aggregate per part: an output is what the agent says when that part of the conversation
+is done. The first part's reads happen before the second part's writes, so they say what they
+said alone ("pending", then the order is cancelled: still a valid output). The second part's
+reads now follow the first part's writes: an output one of them said alone but no longer says
+("pending" read after a cancellation) is a conflict, and the pair is rejected.
 """
 
 from __future__ import annotations
@@ -16,14 +25,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.environment import run_actions
 from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Sampler
 
-from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Pair, Problem
+from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Call, Pair, Problem
 from intellagent_plugins.apigen_mt.committee import ROLES, decide
 from intellagent_plugins.apigen_mt.generator import PROMPTS, BlueprintConfig, Committee, rejection_note, result_scores
 from intellagent_plugins.apigen_mt.prompts import prompts
-from intellagent_plugins.apigen_mt.validation import check_policy, execute
+from intellagent_plugins.apigen_mt.validation import check_outputs, check_policy, check_testable, execute
 
 
 class PairsConfig(StrictModel):
@@ -67,14 +77,39 @@ class CombinedInstruction(BaseModel):
     instruction: str = Field(description="The combined instruction, second person.")
 
 
-def combine(first: Blueprint, second: Blueprint, reads: set[str]) -> Blueprint:
-    seen = {(a.name, repr(sorted(a.arguments.items()))) for a in first.actions}
-    actions = list(first.actions) + [a for a in second.actions
-                                     if not (a.name in reads and (a.name, repr(sorted(a.arguments.items()))) in seen)]
-    return Blueprint(thought=f"{first.thought} Then: {second.thought}", user_id=first.user_id,
-                     instruction="", actions=actions,
-                     outputs=list(dict.fromkeys(first.outputs + second.outputs)),
-                     persona=first.persona or second.persona)
+def combine(env, first: Blueprint, second: Blueprint) -> tuple[Blueprint, list[list[int]]]:
+    """The two parts as one blueprint, and for each part the positions of the combined actions
+    whose results stand for its own (a dropped read is stood for by the identical earlier one)."""
+    calls = list(first.actions) + list(second.actions)
+    trace = run_actions(env.tools, env.seed_database(), [(c.name, c.arguments) for c in calls],
+                        {"user_id": first.user_id}, stop_on_error=False)
+    kept: list[Call] = []
+    where: list[int] = []  # position in ``kept`` of each of ``calls``
+    for i, (call, action) in enumerate(zip(calls, trace.actions)):
+        if i >= len(first.actions) and not action.writes and not action.error:
+            same = next((where[j] for j in range(i) if calls[j] == call and not trace.actions[j].error
+                         and trace.actions[j].output == action.output), None)
+            if same is not None:
+                where.append(same)
+                continue
+        where.append(len(kept))
+        kept.append(call)
+    trace.close()
+    merged = Blueprint(thought=f"{first.thought} Then: {second.thought}", user_id=first.user_id,
+                       instruction="", actions=kept, outputs=list(dict.fromkeys(first.outputs + second.outputs)),
+                       persona=first.persona or second.persona)
+    return merged, [where[:len(first.actions)], where[len(first.actions):]]
+
+
+def stale_outputs(pair: Pair, parts: list[list[int]], results: list[str]) -> list[Problem]:
+    """Each part's outputs against what its own actions return in the combined run."""
+    problems = []
+    for part, positions in zip((pair.first, pair.second), parts):
+        for p in check_outputs(part.blueprint, [results[k] for k in positions if k < len(results)]):
+            problems.append(Problem(stage="conflict", reason="unsupported-output", message=f"{part.id}: "
+                                    f"{p.message} of its actions in the combined run (an earlier "
+                                    f"action changed what they return)"))
+    return problems
 
 
 class Recombine(Generator):
@@ -102,14 +137,16 @@ class Recombine(Generator):
                       note=rejection_note(result), scores=result_scores(result, "combined"))
 
     async def make(self, ctx, pair: Pair) -> BlueprintResult:
-        reads = {n for n, t in ctx.env.tools.items() if not t.spec.action}
-        merged = combine(pair.first.blueprint, pair.second.blueprint, reads)
+        merged, parts = combine(ctx.env, pair.first.blueprint, pair.second.blueprint)
         result = BlueprintResult(id=pair.id, kind="combined", status="rejected",
                                  parts=[pair.first.id, pair.second.id])
         execution = execute(ctx.env, merged, stop_on_error=False)
         problems = [p.model_copy(update={"stage": "conflict"}) for p in
                     (check_policy(ctx.env, execution.trace) if execution.trace else [])]
         problems = problems or execution.problems
+        if not problems:
+            problems = stale_outputs(pair, parts, execution.results) or [
+                p.model_copy(update={"stage": "conflict"}) for p in check_testable(merged, execution.trace)]
         diff = execution.diff
         execution.close()
         if problems:

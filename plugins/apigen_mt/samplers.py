@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
@@ -66,6 +66,17 @@ class ContextConfig(StrictModel):
             raise ValueError(f"file '{value}' not found")
         return value
 
+    @field_validator("examples")
+    @classmethod
+    def _examples(cls, value: str | None) -> str | None:
+        """A bad example file is refused with the pipeline, before any step runs."""
+        if value is not None:
+            try:
+                load_examples(value, "")
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
 
 def load_personas(path: str | None) -> list[str]:
     source = Path(path) if path else HERE / "personas.yaml"
@@ -75,9 +86,44 @@ def load_personas(path: str | None) -> list[str]:
     return [str(p) for p in data]
 
 
+class ExampleAction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    kwargs: dict[str, Any] = Field(default_factory=dict, validation_alias=AliasChoices("kwargs", "arguments"))
+
+
+class ExampleTask(BaseModel):
+    """One entry of an example file: a τ-bench task (other keys, such as ``annotator``, are
+    ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    instruction: str = Field(min_length=1)
+    actions: list[ExampleAction] = Field(min_length=1)
+    outputs: list[str] = Field(default_factory=list)
+    user_id: str = ""
+    thought: str = ""
+
+
+def _entry_error(exc: ValidationError, i: int, n: int, entry: Any) -> str:
+    err = exc.errors()[0]
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+    if err["type"] == "missing":
+        what = f"missing required key '{err['loc'][-1]}'"
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"][:-1]).lstrip(".")
+    elif err["type"] in ("model_type", "dict_type"):
+        what = "expected a JSON object"
+    else:
+        what = err["msg"]
+    user = entry.get("user_id") if isinstance(entry, dict) else None
+    return (f"entry {i + 1} of {n}" + (f" (user {user})" if user else "") + ": "
+            + (f"{loc}: " if loc else "") + what)
+
+
 def load_examples(path: str | None, environment: str) -> list[Blueprint]:
     """Example blueprints from a τ-bench-style task file (user_id, instruction, actions with
-    kwargs, outputs)."""
+    kwargs, outputs); a bad entry is one line naming the file and the entry."""
     source = Path(path) if path else HERE / "examples" / f"{environment}.json"
     if not source.is_file():
         return []
@@ -85,10 +131,17 @@ def load_examples(path: str | None, environment: str) -> list[Blueprint]:
         tasks = json.loads(source.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"invalid JSON: {exc.msg}", file=source, line=exc.lineno) from None
-    return [Blueprint(thought=t.get("thought", ""), user_id=t.get("user_id", ""),
-                      instruction=t["instruction"], outputs=t.get("outputs", []),
-                      actions=[Call(name=a["name"], arguments=a.get("kwargs", a.get("arguments", {})))
-                               for a in t["actions"]]) for t in tasks]
+    if not isinstance(tasks, list):
+        raise ConfigError("expected a JSON list of tasks", file=source)
+    out = []
+    for i, entry in enumerate(tasks):
+        try:
+            t = ExampleTask.model_validate(entry)
+        except ValidationError as exc:
+            raise ConfigError(_entry_error(exc, i, len(tasks), entry), file=source) from None
+        out.append(Blueprint(thought=t.thought, user_id=t.user_id, instruction=t.instruction,
+                             outputs=t.outputs, actions=[Call(name=a.name, arguments=a.kwargs) for a in t.actions]))
+    return out
 
 
 def _words(text: str) -> set[str]:

@@ -5,6 +5,9 @@
 - execution: the actions run in order on a copy of the seed database (tool names, argument
   names and types are checked by the tools' schemas, then the tools themselves may refuse); the
   state diff is kept as the diff patch the committee sees;
+- checkable: a task must be one an agent can fail: its actions change the database, or it
+  expects outputs (each found in the tools' results). Otherwise the state critic passes any
+  agent, even one that crashes or does nothing, and the task tests nothing;
 - policy: the environment's rule checks over the action trace and the diff; each failure names
   the rule it breaks.
 """
@@ -137,15 +140,28 @@ def check_outputs(blueprint: Blueprint, results: list[str]) -> list[Problem]:
             for o in blueprint.outputs if o.lower().replace(",", "") not in said]
 
 
+def check_testable(blueprint: Blueprint, trace: Trace) -> list[Problem]:
+    """A task whose actions change nothing and that expects no output passes an agent that does
+    nothing: it tests nothing."""
+    if blueprint.outputs or not trace.diff.empty:
+        return []
+    return [Problem(stage="execution", reason="tests-nothing",
+                    message="the actions change nothing in the database and the task expects no "
+                            "output: an agent that does nothing would pass it (make a change, or "
+                            "ask for a value the agent must tell)")]
+
+
 def validate(env, draft: Draft) -> tuple[Blueprint | None, list[Problem], Execution]:
-    """Stage 1: format, then execution, then policy; stops at the first stage that fails."""
+    """Stage 1: format, then execution (with the outputs' support and the task's being
+    checkable), then policy; stops at the first stage that fails."""
     blueprint, problems = check_format(draft)
     if problems:
         return None, problems, Execution()
     result = execute(env, blueprint)
     if result.problems:
         return blueprint, result.problems, result
-    problems = check_outputs(blueprint, result.results) or check_policy(env, result.trace)
+    problems = (check_outputs(blueprint, result.results) or check_testable(blueprint, result.trace)
+                or check_policy(env, result.trace))
     return blueprint, problems, result
 
 

@@ -7,7 +7,9 @@
   with ``--data``); the user is told neither the expected actions nor the outputs;
 - critic ``tau-state``: passes when the dialog's final database has the same hash as a fresh one
   after replaying the ground-truth actions, and every required output appears in the agent's
-  replies. Its ``task`` scores (labelled with the task index) give pass^k over trials.
+  replies; a dialog the agent crashed in is ``agent-error`` (a failure of the agent, whatever
+  the state: a task that changes nothing would otherwise pass). Its ``task`` scores (labelled
+  with the task index) give pass^k over trials; count ``agent-error`` among the failures.
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ class TauState(Critic):
 
     def run(self, ctx, event: TaskEvent, dialog: Dialog) -> Output[Verdict]:
         task = event.task
+        if dialog.stop_reason == "agent-error":  # a crash fails the task, whatever the state says
+            return self._outcome(event, dialog, "agent-error", f"the agent failed: {dialog.error}", [])
         problems = []
         if ctx.env.db_schema is not None and dialog.final_hash != self.expected_hash(ctx.env, task):
             problems.append("the final database differs from the ground truth's")
@@ -128,9 +132,13 @@ class TauState(Critic):
         for output in task.get("outputs") or []:
             if output.lower().replace(",", "") not in said:
                 problems.append(f"the agent never said {output!r}")
-        status = "fail" if problems else "pass"
-        verdict = Verdict(id=event.id, status=status, reason="; ".join(problems),
+        return self._outcome(event, dialog, "fail" if problems else "pass", "; ".join(problems), problems)
+
+    def _outcome(self, event: TaskEvent, dialog: Dialog, status: str, reason: str,
+                 problems: list[str]) -> Output[Verdict]:
+        task = event.task
+        verdict = Verdict(id=event.id, status=status, reason=reason, stop=dialog.stop_reason or "",
                           violated=[Violation(policy="task", reason=p) for p in problems])
-        score = Score(name="task", status=status, note=verdict.reason,
+        score = Score(name="task", status=status, note=reason,
                       labels={"task": task.get("index"), "trial": task.get("trial")})
-        return Output(value=verdict, status=status, note=verdict.reason, scores=[score])
+        return Output(value=verdict, status=status, note=reason, scores=[score])

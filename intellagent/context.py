@@ -25,11 +25,12 @@ class StepLLM:
     accounted to the step."""
 
     def __init__(self, llm: LLM, step: str, roles: dict[str, str], item: str | None = None,
-                 parent: "StepLLM | None" = None) -> None:
+                 parent: "StepLLM | None" = None, draw: str | None = None) -> None:
         self._llm = llm
         self.step = step
         self.roles = roles
         self.item = item
+        self.draw = draw  # what the item is about (its inputs): another item, another draw
         self.parent = parent  # the step's own handle, when this one is its agent's
         self.refused_for_budget = False  # a call of this item was not made: the budget was spent
 
@@ -41,16 +42,28 @@ class StepLLM:
 
     async def chat(self, messages: list[dict[str, Any]], *, role: str,
                    tools: list[dict[str, Any]] | None = None,
-                   tool_choice: Any = None) -> Outcome[ChatReply]:
+                   tool_choice: Any = None, sample: Any = None) -> Outcome[ChatReply]:
+        """A chat completion for a declared role. ``sample`` (e.g. a candidate's number) makes
+        this call another draw of a question this item asks more than once."""
         self._check(role)
         return self._note(await self._llm.chat(messages, role=role, stage=self.step, tools=tools,
-                                               tool_choice=tool_choice, item=self.item))
+                                               tool_choice=tool_choice, item=self.item,
+                                               sample=self._sample(sample)))
 
     async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
-                         role: str) -> Outcome[M]:
+                         role: str, sample: Any = None) -> Outcome[M]:
+        """An instance of ``response_model`` from a declared role (``sample`` as for ``chat``)."""
         self._check(role)
         return self._note(await self._llm.structured(messages, response_model, role=role,
-                                                     stage=self.step, item=self.item))
+                                                     stage=self.step, item=self.item,
+                                                     sample=self._sample(sample)))
+
+    def _sample(self, sample: Any) -> str | None:
+        """Every call is a draw of its item's inputs: two items asking the same question (two
+        trials of one task) get answers of their own, while the same inputs asked again (a resumed
+        run, or a run that changed only another role's model) get the cached answers."""
+        parts = [p for p in (self.draw, None if sample is None else str(sample)) if p]
+        return "/".join(parts) or None
 
     def _note(self, outcome: Outcome) -> Outcome:
         if outcome.status is Status.budget_exhausted:

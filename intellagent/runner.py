@@ -425,8 +425,9 @@ class Runner:
         key = content_hash(self.static_key(step), hashes)
         held = self._stored(step, key)
         if held is None:
-            held = await (self._claimed(step, scope, key, inputs) if step.roles or step.uses_agent
-                          else self._compute(step, scope, key, inputs))
+            draw = content_hash(hashes) if hashes else None
+            held = await (self._claimed(step, scope, key, inputs, draw) if step.roles or step.uses_agent
+                          else self._compute(step, scope, key, inputs, draw))
         self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
         self.progress.tick(step.name, held.status)
         future.set_result(held)
@@ -442,14 +443,15 @@ class Runner:
         return Held(adapter(annotation_of(step.output)).validate_json(row.payload), row.value_hash,
                     row.status, row.halt)
 
-    async def _claimed(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
+    async def _claimed(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
+                       draw: str | None) -> Held:
         """Compute an item that costs model calls under a claim in the store, so another process
         on the same store waits for it instead of paying for it too."""
         while True:
             if self.store.claim(key, self.owner, CLAIM_TTL):
                 try:
                     held = self._stored(step, key)  # finished by another while we waited
-                    return held if held is not None else await self._compute(step, scope, key, inputs)
+                    return held if held is not None else await self._compute(step, scope, key, inputs, draw)
                 finally:
                     self.store.release(key, self.owner)
             await asyncio.sleep(CLAIM_POLL)
@@ -465,13 +467,14 @@ class Runner:
             if renew is not None:
                 await renew()
 
-    async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict) -> Held:
+    async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
+                       draw: str | None = None) -> Held:
         refused = False
         if self.llm.budget_exhausted:
             out: Output = Output(value=None, status="budget-exhausted",
                                  note=self.llm.budget_message())
         else:
-            ctx = self._context(step, scope, key)
+            ctx = self._context(step, scope, key, draw)
             try:
                 result = step.plugin.run(ctx, **inputs)
                 if inspect.isawaitable(result):
@@ -507,8 +510,9 @@ class Runner:
                             scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
         return Held(value, value_hash, out.status, out.halts)
 
-    def _context(self, step: PlannedStep, scope: Scope, key: str) -> StepContext:
-        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key), seed=self.seed,
+    def _context(self, step: PlannedStep, scope: Scope, key: str, draw: str | None = None) -> StepContext:
+        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key, draw=draw),
+                          seed=self.seed,
                           key=key, item=scope.key, run_id=self.run_id, step=step.name,
                           _store=self.store, _memo_scope=[step.use, step.version, {
                               r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
@@ -516,7 +520,7 @@ class Runner:
             agent_cls, config = self.plan.agent.value, self.plan.agent_config
             agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,
                                                              getattr(agent_cls, "roles", {}) or {}, key,
-                                                             parent=ctx.llm))
+                                                             parent=ctx.llm, draw=draw))
 
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None

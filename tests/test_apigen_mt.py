@@ -340,7 +340,8 @@ def test_best_of_n_user_asks_the_judge_and_keeps_its_pick(scripted_llm):
     assert dialog.turns[0].content == "Hi, I need help with an order."
     assert [m["role"] for m in dialog.messages] == ["system", "user", "assistant"]
     assert "Choose" not in model.history[2].messages[0]["content"] and "reveals" not in dialog.turns[0].content
-    assert "Draft 1 of 2" in model.history[0].messages[0]["content"]
+    samples = [r.sample for r in model.history[:2]]  # the two candidates: two draws, one question
+    assert model.history[0].messages == model.history[1].messages and len(set(samples)) == 2
     assert len(model.history) == 5  # the identical closing candidates needed no judge
 
 

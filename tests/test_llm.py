@@ -379,6 +379,28 @@ def test_cache_hit_makes_no_model_call_and_survives_a_new_run(tmp_path):
     assert not run(other_seed.structured(USER, Policies)).cached
 
 
+def test_each_item_and_each_named_sample_is_a_draw_of_its_own(tmp_path):
+    """The same question asked for two step items' inputs (two trials of a task), or twice for one
+    item as named samples (two committee members), gets answers of its own; the same inputs asked
+    again (a resumed run) get the cached answer."""
+    from intellagent.context import StepLLM
+
+    store = Store.for_workspace(tmp_path)
+    llm = LLM(store=store, run_id=store.start_run(), seed=3)
+    roles = {"default": "answers"}
+
+    def ask(item, sample=None):
+        return run(StepLLM(llm, "step", roles, draw=item).structured(USER, Policies, role="default", sample=sample))
+
+    first, second, again = ask("trial-1"), ask("trial-2"), ask("trial-1")
+    member_a, member_b = ask("trial-1", sample="member-0"), ask("trial-1", sample="member-1")
+    assert not first.cached and not second.cached and again.cached and again.value == first.value
+    assert not member_a.cached and not member_b.cached
+    assert len({first.request_hash, second.request_hash, member_a.request_hash, member_b.request_hash}) == 4
+    assert first.value != second.value  # mock/schema draws from the request: another draw, another answer
+    assert llm.provider_for("default").requests == 4
+
+
 def test_an_answer_is_durable_at_once_and_other_rows_on_flush(tmp_path):
     store = Store.for_workspace(tmp_path)
     llm = LLM(store=store, run_id=store.start_run())

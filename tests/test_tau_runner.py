@@ -100,3 +100,22 @@ def test_tau_runs_use_tau_benchs_own_policy_text(runner, tmp_path, monkeypatch):
               "--set", "steps.tasks.with.indices=[0, 1]")
     seen = [json.loads(line) for line in log.read_text().splitlines()]
     assert seen and set(seen) == {policy.read_text()}
+
+
+def test_trials_of_a_task_are_draws_of_their_own_not_replays_of_the_first(runner, tmp_path, openai_server):
+    """Every role on a cached model at 127.0.0.1: each trial asks its own questions (its own cache
+    entries and seed), so pass^k measures consistency; a rerun still reuses every answer."""
+    def run():
+        return run_tasks(runner, tmp_path, "retail", "dev", "openai-tools", "--set", "steps.tasks.with.indices=[0]",
+                         "--set", f"llm.default={{model: m, base_url: '{openai_server.base_url}'}}",
+                         "--set", "steps.dialogs.with.max_turns=3", trials=3)
+    report = run()
+    requests = [r for r in openai_server.requests if r.get("seed") is not None]  # not the mode probe
+    seeds = {r["seed"] for r in requests}
+    opening = [r for r in requests if r["messages"] == requests[0]["messages"]]
+    assert len(seeds) == 3  # a seed per trial: a model that honours seeds samples each afresh
+    assert len(opening) == 3  # the user's first turn, asked once per trial, not once and replayed
+    assert sum(1 for i in report["items"] if i["step"] == "dialogs") == 3
+    sent = len(openai_server.requests)
+    run()
+    assert len(openai_server.requests) == sent  # the rerun made no call: every answer was cached

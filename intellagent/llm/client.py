@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
 
+from intellagent.hashing import content_hash
 from intellagent.llm.errors import ProviderError, RepeatedRefusal, RequestTimeout
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
@@ -99,20 +100,26 @@ class LLM:
 
     # -- calls -------------------------------------------------------------------------------
 
-    def _request(self, role: str, messages: list[dict[str, Any]], **extra: Any) -> ChatRequest:
+    def _request(self, role: str, messages: list[dict[str, Any]], sample: str | None = None,
+                 **extra: Any) -> ChatRequest:
         settings = self.settings_for(role)
         endpoint = {k: v for k, v in settings.fingerprint().items()
                     if k not in ("model", "temperature", "max_tokens") and v not in (None, {})}
+        # another draw of the same question gets a seed of its own (a model that honours seeds
+        # samples it afresh) and a cache entry of its own (a trial is never a replay of another)
+        seed = self.seed if sample is None else int(content_hash(self.seed, sample)[:8], 16)
         return ChatRequest(model=settings.model, messages=messages, temperature=settings.temperature,
-                           max_tokens=settings.max_tokens, seed=self.seed, endpoint=endpoint or None,
-                           **extra)
+                           max_tokens=settings.max_tokens, seed=seed, endpoint=endpoint or None,
+                           sample=sample, **extra)
 
     async def chat(self, messages: list[dict[str, Any]], *, role: str = "default",
                    stage: str | None = None, tools: list[dict[str, Any]] | None = None,
-                   tool_choice: Any = None, item: str | None = None) -> Outcome[ChatReply]:
+                   tool_choice: Any = None, item: str | None = None,
+                   sample: str | None = None) -> Outcome[ChatReply]:
         """A chat completion, with tool calling when ``tools`` are given. ``item`` is the step
-        item the call is made for (its cost counts for every run that uses the item)."""
-        request = self._request(role, messages, tools=tools or None, tool_choice=tool_choice)
+        item the call is made for (its cost counts for every run that uses the item); ``sample``
+        names the draw when the same question is asked more than once (see ``ChatRequest``)."""
+        request = self._request(role, messages, sample, tools=tools or None, tool_choice=tool_choice)
 
         async def invoke(provider: Any) -> tuple[ChatReply, Usage]:
             reply = await provider.chat(request)
@@ -123,10 +130,10 @@ class LLM:
 
     async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
                          role: str = "default", stage: str | None = None,
-                         item: str | None = None) -> Outcome[M]:
+                         item: str | None = None, sample: str | None = None) -> Outcome[M]:
         """An instance of ``response_model``; output that does not fit is re-asked with the
         validation error (``validation_retries`` times) before it counts as an infra error."""
-        request = self._request(role, messages, response_schema=_schema_of(response_model))
+        request = self._request(role, messages, sample, response_schema=_schema_of(response_model))
 
         async def invoke(provider: Any) -> tuple[M, Usage]:
             return await provider.structured(request, response_model, self.settings.validation_retries)

@@ -53,6 +53,10 @@ class ChatRequest(BaseModel):
     endpoint: dict[str, Any] | None = Field(
         default=None, description="The rest of the model's settings that shape its answers "
                                   "(provider, base URL, provider options).")
+    sample: str | None = Field(
+        default=None, description="Which draw this is when one question is asked more than once "
+                                  "(the step item it is asked for, a trial, a candidate): part of "
+                                  "the key and of the seed, never sent to the model.")
 
     def key(self) -> str:
         text = json.dumps(self.model_dump(), sort_keys=True, ensure_ascii=False, default=str)

@@ -62,7 +62,8 @@ class Committee:
             system = self.texts.render("reviewer.system.md", member=i + 1, members=len(members),
                                        policy=policy)
             return await ctx.llm.structured([{"role": "system", "content": system},
-                                             {"role": "user", "content": user}], Review, role=role)
+                                             {"role": "user", "content": user}], Review, role=role,
+                                            sample=f"member-{i}")
 
         outcomes = await asyncio.gather(*(one(i, r) for i, r in enumerate(members)))
         failed = [o for o in outcomes if not o.ok]

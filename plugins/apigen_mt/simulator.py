@@ -71,9 +71,8 @@ class BestOfNUser(UserAgentSimulator):
         if n == 1:
             return await super().user_turn(ctx, event, view)
         outcomes = []
-        for i in range(n):  # each candidate is its own request: a cache never repeats one
-            sample = [{**view[0], "content": f"{view[0]['content']}\n\n(Draft {i + 1} of {n}.)"}] + view[1:]
-            outcomes.append(await ctx.llm.structured(sample, UserTurn, role="user"))
+        for i in range(n):  # each candidate is a draw of its own: a cache never repeats one
+            outcomes.append(await ctx.llm.structured(view, UserTurn, role="user", sample=f"candidate-{i}"))
         good = [o for o in outcomes if o.ok]
         if not good:
             return outcomes[0]

@@ -3,11 +3,13 @@ comparison of actions, and the default reply scorer (chrF) and its threshold."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from intellagent_plugins.almita.artefacts import Action, Prediction, TestCase, TestVerdict
 from intellagent_plugins.almita.critic import judge, same_arguments
-from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics
+from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics, unscored_conversations
 from intellagent_plugins.almita.similarity import BUILTIN, chrf, scorer
 
 SCORE, THRESHOLD = BUILTIN["chrf"]
@@ -33,8 +35,10 @@ def _tests() -> list[TestCase]:
         ("c3", Action(kind="reply", text=REPLIES[5])),
         ("c3", Action(kind="api", api="get_order", arguments={"order_id": "LH-1007"})),
     ]
+    sizes = {c: sum(x == c for x, _ in plan) for c, _ in plan}
     return [TestCase(id=f"T{i:02d}", conversation=c, intent="damaged" if c == "c2" else "lost",
-                     procedure="x/P1", context=[], expected=e) for i, (c, e) in enumerate(plan)]
+                     procedure="x/P1", context=[], expected=e, conversation_tests=sizes[c])
+            for i, (c, e) in enumerate(plan)]
 
 
 TESTS = _tests()
@@ -102,6 +106,31 @@ def test_breaking_one_test_flips_exactly_its_conversation(broken):
     assert rates(vs)["conversation"] == pytest.approx(2 / 3, abs=1e-4)
 
 
+def test_a_conversation_with_an_unscored_test_is_left_out_of_conversation_correctness():
+    # T01 (c1's API test) ended with an infra error: it has no verdict; every other test is right
+    scored = [v for v in verdicts() if v.test != "T01"]
+    result = seven_metrics(scored)
+    assert result["conversation"].n == 2 and result["conversation"].rate == 1.0  # c2, c3; not c1
+    assert unscored_conversations(scored) == {"c1"}
+    assert result["test"].n == 10 and result["test"].rate == 1.0  # the infra error is no failure
+    assert result["api_recall"].n == 4
+    # a wrong test beside the unscored one does not bring c1 back as a failure either
+    wrong = [v for v in verdicts({"T02": Action(kind="reply", text="Goodbye and have a nice weekend!")})
+             if v.test != "T01"]
+    assert seven_metrics(wrong)["conversation"].n == 2 and seven_metrics(wrong)["conversation"].rate == 1.0
+    assert seven_metrics(wrong)["test"].rate == pytest.approx(9 / 10, abs=1e-4)
+
+
+def test_the_metric_says_how_many_conversations_were_left_out():
+    scored = [v for v in verdicts() if v.test not in ("T01", "T06")]  # one test of c1 and of c2
+    result = AlmitaMetrics(SevenConfig()).compute(FakeData(scored))
+    rows = {r["intent"]: r for r in result.rows}
+    assert result.values["conversation"] == 1.0 and rows["all"]["conversation"]["n"] == 1
+    assert result.values["conversations_left_out"] == 2
+    assert rows["all"]["left_out"] == 2 and rows["lost"]["left_out"] == 1 and rows["damaged"]["left_out"] == 1
+    assert "2 conversations left out" in result.headline
+
+
 def test_a_reply_below_the_threshold_is_recalled_but_not_correct():
     t = REPLY_TESTS[0]
     (v,) = [v for v in verdicts({t.id: Action(kind="reply", text="Our shop opens at nine.")}) if v.test == t.id]
@@ -122,6 +151,10 @@ def test_argument_comparison_normalises_case_numbers_and_nulls():
 
 
 class FakeData:
+    """The verdict step's items, and a plan in which the verdicts have no upstream tests step."""
+
+    plan = SimpleNamespace(steps={})
+
     def __init__(self, vs):
         self.vs = vs
 

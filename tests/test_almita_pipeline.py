@@ -60,7 +60,7 @@ def test_on_mock_schema_the_funnel_names_the_rules_that_removed_what_it_made(run
     assert rule in ("unique-ids", "known-endpoints", "node-types") and int(count) == 4
     assert rows["tests"]["generated"] == 0
     assert set(seven(report)) == {"reply_recall", "correct_reply", "api_recall", "correct_api",
-                                  "correct_parameters", "test", "conversation"}
+                                  "correct_parameters", "test", "conversation", "conversations_left_out"}
     listed = report["metrics"]["rejected"]["rows"]
     assert len(listed) == 4 and all(r["why"].startswith(f"rule {rule}:") for r in listed)
     html = next((tmp_path / "ws" / "runs").glob("*/report.html")).read_text()
@@ -142,6 +142,38 @@ def test_the_agent_gets_the_context_and_the_procedures_apis_and_nothing_runs(run
     assert values["correct_api"] == pytest.approx(sum(e["api"] == "get_order" for e in api) / len(api), abs=1e-3)
     assert values["correct_parameters"] == pytest.approx(
         sum(e["api"] == "get_order" and e["arguments"] == {"order_id": "LH-1002"} for e in api) / len(api), abs=1e-3)
+
+
+FAILING_MODEL = '''
+def agent(request, response_model):
+    messages = request.messages
+    if "Procedure: refund status" in messages[0]["content"]:
+        raise RuntimeError("the agent's model is down")
+    if messages[-1]["role"] == "tool" and "not found" in messages[-1]["content"]:
+        raise RuntimeError("the agent's model timed out")
+    return "Could you please tell me your order id?"
+'''
+
+
+def test_conversations_with_a_test_not_scored_are_left_out_and_counted(runner, tmp_path, monkeypatch):
+    (tmp_path / "failing.py").write_text(FAILING_MODEL)
+    monkeypatch.chdir(tmp_path)
+    report = run(runner, tmp_path, "almita", *FUNCTION, "--paths", "3", "--set", "llm.roles.agent.model=mock/function",
+                 "--set", "llm.roles.agent.options.function=failing.py:agent")
+    runs = {i["item"]: i["status"] for i in report["items"] if i["step"] == "runs"}
+    tests = {i["item"]: [f"{i['item']}/{t['id']}" for t in i["value"]] for i in report["items"] if i["step"] == "tests"}
+    unfinished = {c for c, ids in tests.items() if any(runs[t] == "infra-error" for t in ids)}
+    untouched = {c for c, ids in tests.items() if all(runs[t] == "infra-error" for t in ids)}
+    assert unfinished - untouched and untouched  # some partly, some wholly unscored
+    assert all(runs[t] == "infra-error" for c in untouched for t in tests[c] if c.startswith("refund-status/"))
+    rows = {r["intent"]: r for r in report["metrics"]["almita"]["rows"]}
+    assert rows["all"]["conversation"]["n"] == len(tests) - len(unfinished)
+    assert rows["all"]["left_out"] == report["metrics"]["almita"]["values"]["conversations_left_out"] == len(unfinished)
+    assert rows["refund-status"]["tests"] == 0 and rows["refund-status"]["left_out"] == sum(
+        c.startswith("refund-status/") for c in tests)
+    # the infra errors are not failures: every test that was scored is counted, no other
+    assert rows["all"]["tests"] == rows["all"]["test"]["n"] == sum(s == "ok" for s in runs.values())
+    assert f"{len(unfinished)} conversations left out" in report["metrics"]["almita"]["headline"]
 
 
 TEAM_PROCEDURE = """---

@@ -48,7 +48,8 @@ class CriticConfig(StrictModel):
 
 def judge(test: TestCase, prediction: Prediction, score_fn, threshold: float) -> TestVerdict:
     expected, predicted = test.expected, prediction.action
-    verdict = TestVerdict(test=test.id, conversation=test.conversation, intent=test.intent,
+    verdict = TestVerdict(test=test.id, conversation=test.conversation,
+                          conversation_tests=test.conversation_tests, intent=test.intent,
                           expected=expected.kind, predicted=predicted.kind, threshold=threshold,
                           expected_action=expected, predicted_action=predicted)
     if expected.kind == "reply":

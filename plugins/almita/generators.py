@@ -208,6 +208,8 @@ def cut_tests(conversation: Conversation) -> list[TestCase]:
             context.append({"role": "tool", "tool_call_id": call_id, "content": message.output or ""})
         else:
             context.append({"role": message.role, "content": message.text})
+    for test in tests:  # a conversation is judged whole only when all of them were scored
+        test.conversation_tests = len(tests)
     return tests
 
 
@@ -215,6 +217,7 @@ class AlmitaTests(Generator):
     """The tests of one conversation: cut after each user message and each API output."""
 
     name = "almita-tests"
+    version = "2"  # tests carry their conversation's number of tests
     inputs = {"conversation": Conversation}
     output = list[TestCase]
 

@@ -234,6 +234,41 @@ def test_bad_procedure_input_is_one_line_and_exit_2(runner, tmp_path):
     assert "Traceback" not in result.output
 
 
+COUNTING_MODEL = '''
+import os
+from tests.almita_script import answer as script
+
+def answer(request, response_model):
+    with open(os.environ["ALMITA_CALLS"], "a") as fh:
+        fh.write("call\\n")
+    return script(request, response_model)
+'''
+
+
+@pytest.mark.parametrize("scorer,message", [("nomod:fn", "module 'nomod' failed to import"),
+                                            ("tests.almita_script:nothing", "has no 'nothing'"),
+                                            ("tests.almita_script:AGENT_REPLY", "is not callable"),
+                                            ("tests.almita_script:answer", "needs a threshold")])
+def test_a_bad_scorer_is_refused_before_any_model_call(runner, tmp_path, monkeypatch, scorer, message):
+    (tmp_path / "counting.py").write_text(COUNTING_MODEL)
+    monkeypatch.setenv("ALMITA_CALLS", str(tmp_path / "calls.log"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["run", "almita", "--pipeline", "almita", "--workspace", str(tmp_path / "ws"),
+                                 "--model", "mock/function", "--set", "llm.default.options.function=counting.py:answer",
+                                 "--set", f"steps.verdicts.with.scorer={scorer}", "--paths", "1"])
+    assert result.exit_code == 2 and "scorer" in result.output and message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "calls.log").exists()  # refused before the first model call
+    pipeline = (REPO / "plugins/almita/pipeline.yaml").read_text().replace("scorer: chrf", f"scorer: '{scorer}'")
+    (tmp_path / "pipeline.yaml").write_text(pipeline)
+    result = runner.invoke(cli, ["validate", "almita", "--pipeline", str(tmp_path / "pipeline.yaml")])
+    assert result.exit_code == 2 and message in result.output and "pipeline.yaml" in result.output, result.output
+    # a scorer of your own with its threshold is fine
+    good = pipeline.replace(f"scorer: '{scorer}'", "scorer: 'tests.almita_script:answer', threshold: 0.5")
+    (tmp_path / "pipeline.yaml").write_text(good)
+    assert runner.invoke(cli, ["validate", "almita", "--pipeline", str(tmp_path / "pipeline.yaml")]).exit_code == 0
+
+
 # --- the sampler --------------------------------------------------------------------------------
 
 

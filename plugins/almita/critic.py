@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
+from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.steps import Critic, Output, Score
 from intellagent_plugins.almita.artefacts import Prediction, TestCase, TestVerdict
@@ -44,6 +45,21 @@ class CriticConfig(StrictModel):
     threshold: float | None = Field(default=None, ge=0, le=1, description="A reply is correct at "
                                     "this similarity or more; default: the scorer's own (chrf 0.40, "
                                     "bertscore 0.55).")
+
+    @field_validator("scorer")
+    @classmethod
+    def _known(cls, value: str) -> str:  # refused by `validate` and before a run's first model call
+        try:
+            scorer(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @model_validator(mode="after")
+    def _threshold(self) -> "CriticConfig":
+        if self.threshold is None and scorer(self.scorer)[1] is None:
+            raise ValueError(f"scorer '{self.scorer}' needs a threshold (with: {{threshold: …}})")
+        return self
 
 
 def judge(test: TestCase, prediction: Prediction, score_fn, threshold: float) -> TestVerdict:
@@ -88,14 +104,9 @@ class AlmitaCritic(Critic):
         self._scorer = None
 
     def run(self, ctx, test: TestCase, prediction: Prediction) -> Output[TestVerdict]:
-        if self._scorer is None:
+        if self._scorer is None:  # the options were checked: the scorer resolves, a threshold is known
             fn, default = scorer(self.config.scorer)
-            threshold = self.config.threshold if self.config.threshold is not None else default
-            if threshold is None:
-                from intellagent.errors import ConfigError
-                raise ConfigError(f"scorer '{self.config.scorer}' needs a threshold (with: {{threshold: …}})",
-                                  item="almita-critic")
-            self._scorer = (fn, threshold)
+            self._scorer = (fn, self.config.threshold if self.config.threshold is not None else default)
         verdict = judge(test, prediction, *self._scorer)
         status = "pass" if verdict.correct else "fail"
         score = Score(name="almita-test", status=status, value=float(verdict.correct), note=verdict.why,

@@ -282,6 +282,27 @@ def test_inverse_visit_draws_children_in_proportion_to_one_over_visits_plus_one(
     assert differs / trials == pytest.approx(2 / 3, abs=0.03)  # weights 1/2 (visited once) vs 1/1
 
 
+@pytest.mark.parametrize("sampler", [inverse_visit_paths, uniform_paths])
+def test_parallel_edges_do_not_multiply_a_childs_weight(sampler):
+    g = nx.MultiDiGraph([("r", "b"), ("r", "b"), ("r", "c")])  # two outputs lead to b, one to c
+    trials = 4000
+    b = sum(sampler(g, "r", 1, random.Random(seed))[0][1][0][1] == "b" for seed in range(trials))
+    assert b / trials == pytest.approx(0.5, abs=0.025)  # two unvisited children: 1/1 against 1/1
+
+
+def test_inverse_visit_takes_the_edge_not_yet_walked_to_a_child_more_often():
+    g = nx.MultiDiGraph([("r", "b"), ("r", "b")])
+    trials = 3000
+    other = 0
+    for seed in range(trials):
+        first, second = inverse_visit_paths(g, "r", 2, random.Random(seed))
+        other += first[1] != second[1]
+    assert other / trials == pytest.approx(2 / 3, abs=0.03)  # edge weights 1/2 (walked once) vs 1/1
+    # the uniform walk draws the edge to a child uniformly
+    other = sum(len(set(map(str, uniform_paths(g, "r", 2, random.Random(seed))))) == 2 for seed in range(trials))
+    assert other / trials == pytest.approx(1 / 2, abs=0.03)
+
+
 def tree(branching: int, depth: int) -> nx.MultiDiGraph:
     g = nx.MultiDiGraph()
     g.add_node("r")

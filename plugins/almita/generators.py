@@ -35,6 +35,7 @@ class AlmitaPaths(Sampler):
     """Different root-to-leaf paths of a conversation graph, for conversations to follow."""
 
     name = "almita-paths"
+    version = "2"  # a child drawn first, then one of its edges
     Config = PathsConfig
     inputs = {"graph": ConversationGraph}
     output = list[ConversationPath]

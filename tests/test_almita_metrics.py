@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from intellagent_plugins.almita.artefacts import Action, Prediction, TestCase, TestVerdict
-from intellagent_plugins.almita.critic import judge, same_arguments
+from intellagent_plugins.almita.critic import CriticConfig, judge, same_arguments
 from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics, unscored_conversations
 from intellagent_plugins.almita.similarity import BUILTIN, chrf, scorer
 
@@ -144,10 +144,50 @@ def test_an_agent_crash_counts_as_a_wrong_action():
     assert not v.api_recall and not v.correct and v.why == "agent error: boom"
 
 
-def test_argument_comparison_normalises_case_numbers_and_nulls():
-    assert same_arguments({"order_id": "LH-1002", "n": 2}, {"order_id": " lh-1002", "n": "2.0", "note": None})
-    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1003"})
-    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1002", "reason": "late"})
+def test_lenient_argument_comparison_normalises_case_numbers_and_nulls():
+    assert same_arguments({"order_id": "LH-1002", "n": 2}, {"order_id": " lh-1002", "n": "2.0", "note": None},
+                          lenient=True)
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1003"}, lenient=True)
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1002", "reason": "late"}, lenient=True)
+    assert not same_arguments({"confirm": True}, {"confirm": 1}, lenient=True)  # a boolean is not a number
+    assert same_arguments({"name": "Nan"}, {"name": "nan"}, lenient=True)  # text that reads as NaN
+
+
+def test_exact_argument_comparison_keeps_ids_text_and_types_apart():
+    assert same_arguments({"order_id": "LH-1002", "n": 2, "items": ["A", 1]},
+                          {"items": ["A", 1.0], "n": 2.0, "order_id": "LH-1002", "note": None})
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "lh-1002"})
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": " LH-1002"})
+    assert not same_arguments({"count": 2}, {"count": "2"})
+    assert not same_arguments({"confirm": True}, {"confirm": 1})
+    assert not same_arguments({"items": ["A", "B"]}, {"items": ["B", "A"]})
+
+
+@pytest.mark.parametrize("predicted,exact,lenient", [
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 2}, True, True),
+    ({"order_id": "lh-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 2}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "Refund ", "count": 2}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": "2"}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 3}, False, False),
+])
+def test_correct_api_parameters_are_exact_by_default_and_lenient_on_request(predicted, exact, lenient):
+    t = API_TESTS[3]  # report_damaged_item
+    prediction = Prediction(action=Action(kind="api", api=t.expected.api, arguments=predicted))
+    strict = judge(t, prediction, SCORE, THRESHOLD)
+    assert strict.correct_api and strict.correct_parameters is exact and strict.correct is exact
+    assert judge(t, prediction, SCORE, THRESHOLD, lenient=True).correct_parameters is lenient
+    if not exact:
+        assert strict.why.startswith("arguments differ: ")
+    after = rates([strict if v.test == t.id else v for v in verdicts()])
+    assert after["correct_parameters"] == pytest.approx(1 - (not exact) / len(API_TESTS), abs=1e-4)
+    assert after["correct_api"] == after["api_recall"] == 1.0
+
+
+def test_the_critic_takes_the_parameter_comparison_from_its_options():
+    assert CriticConfig().parameters == "exact"
+    assert CriticConfig(parameters="lenient").parameters == "lenient"
+    with pytest.raises(ValueError):
+        CriticConfig(parameters="fuzzy")
 
 
 class FakeData:

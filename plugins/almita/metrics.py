@@ -10,7 +10,8 @@ crash counts as a wrong action):
   similarity to the expected one reaches the threshold;
 - API recall: of the tests that expect an API call, the share where it called an API;
 - correct API: … where it called the expected API (by name);
-- correct API parameters: … the expected API with the expected parameter values;
+- correct API parameters: … the expected API with the expected parameter values (compared
+  exactly, or leniently: ``almita-critic``'s ``parameters``);
 - test correctness: of all tests, the share whose whole expected action was right;
 - conversation correctness: of the conversations whose every test was scored, the share whose
   every test was right. A conversation with a test that was not scored (an infra error, a

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from intellagent_plugins.almita.artefacts import Action, Prediction, TestCase, TestVerdict
-from intellagent_plugins.almita.critic import CriticConfig, judge, same_arguments
+from intellagent_plugins.almita.critic import AlmitaCritic, CriticConfig, judge, same_arguments
 from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics, unscored_conversations
 from intellagent_plugins.almita.similarity import BUILTIN, chrf, scorer
 
@@ -270,3 +270,14 @@ def test_a_scorer_of_your_own(tmp_path, monkeypatch):
     assert fn("a", "a") == 1.0 and default is None
     with pytest.raises(Exception, match="scorer"):
         scorer("nope.py:missing")
+
+
+def test_a_scorer_of_your_own_is_in_the_critics_cache_key(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("def score(a, b):\n    return float(a == b)\n")
+    monkeypatch.chdir(tmp_path)
+    critic = AlmitaCritic(CriticConfig(scorer="mine.py:score", threshold=0.5))
+    before = critic.fingerprint()
+    (tmp_path / "mine.py").write_text("def score(a, b):\n    return 1.0\n")
+    assert before is not None and critic.fingerprint() != before
+    assert AlmitaCritic(CriticConfig()).fingerprint() is None  # a built-in: its options say it all
+

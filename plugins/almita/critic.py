@@ -13,7 +13,7 @@ from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.steps import Critic, Output, Score
 from intellagent_plugins.almita.artefacts import Prediction, TestCase, TestVerdict
-from intellagent_plugins.almita.similarity import scorer
+from intellagent_plugins.almita.similarity import scorer, source_of
 
 
 def comparable(value: Any, lenient: bool = False) -> Any:
@@ -124,6 +124,9 @@ class AlmitaCritic(Critic):
     def __init__(self, config: CriticConfig) -> None:
         super().__init__(config)
         self._scorer = None
+
+    def fingerprint(self) -> Any:
+        return source_of(self.config.scorer)
 
     def run(self, ctx, test: TestCase, prediction: Prediction) -> Output[TestVerdict]:
         if self._scorer is None:  # the options were checked: the scorer resolves, a threshold is known

@@ -1,8 +1,8 @@
 """ALMITA's path sampler against a plain random walk: the share of a conversation graph's nodes
 and edges that N sampled paths cover, for the inverse-visit sampler (a child drawn with
 probability proportional to 1 / (its visits + 1)) and a uniform random walk, on hand-written
-graphs and on generated ones (random trees of assistant/user/api turns with noise branches that
-merge back), averaged over many seeds.
+graphs and on generated ones (random trees of assistant/user/api turns, some API outputs leading
+to the same reply as another, with noise branches that merge back), averaged over many seeds.
 
     python bench/almita_coverage.py [--seeds 200] [--paths 5,10,20]
 
@@ -45,6 +45,7 @@ def order_not_received() -> ConversationGraph:
              ("g2", "a9", "not found"), ("g1", "a4", "processing"), ("g2", "a4", "processing"),
              ("a4", "u5", ""), ("a4", "u6", ""), ("u5", "k1", ""), ("k1", "a5", "cancelled"),
              ("k1", "a6", "already shipped"), ("u6", "a10", ""), ("g1", "t1", "shipped"),
+             ("g1", "t1", "delivered"),
              ("g2", "t1", "shipped"), ("t1", "a7", "in transit"), ("t1", "a8", "lost"), ("a8", "u7", ""),
              ("a8", "u8", ""), ("u7", "r1", ""), ("r1", "a11", "refunded"), ("u8", "a12", "")]
     return ConversationGraph(procedure=PROCEDURE, nodes=[ConversationNode(id=i, role=r, text=t) for i, r, t in nodes],
@@ -53,8 +54,10 @@ def order_not_received() -> ConversationGraph:
 
 def generated(seed: int) -> ConversationGraph:
     """A random conversation graph: the agent asks, the user answers in 1–3 ways, an answer
-    leads to a reply or an API call with 1–3 outputs; then noise after some replies."""
+    leads to a reply or an API call with 1–3 outputs, and sometimes one more output leading to
+    the same reply as another (parallel edges); then noise after some replies."""
     rng = random.Random(seed)
+    parallel = random.Random(f"parallel {seed}")  # its own draws: the graph's shape stays the same
     nodes = [ConversationNode(id="a0", role="assistant", text="Hello!")]
     edges: list[GraphEdge] = []
     frontier = [("a0", 0)]
@@ -70,11 +73,16 @@ def generated(seed: int) -> ConversationGraph:
                 call = f"c{len(nodes)}"
                 nodes.append(ConversationNode(id=call, role="api", text="call"))
                 edges.append(GraphEdge(source=user, target=call))
-                for k in range(rng.randint(1, 3)):
+                outputs = rng.randint(1, 3)
+                replies = []
+                for k in range(outputs):
                     reply = f"a{len(nodes)}"
                     nodes.append(ConversationNode(id=reply, role="assistant", text="reply"))
                     edges.append(GraphEdge(source=call, target=reply, text=f"output {k}"))
                     frontier.append((reply, depth + 1))
+                    replies.append(reply)
+                if parallel.random() < 0.3:
+                    edges.append(GraphEdge(source=call, target=parallel.choice(replies), text=f"output {outputs}"))
             else:
                 reply = f"a{len(nodes)}"
                 nodes.append(ConversationNode(id=reply, role="assistant", text="reply"))

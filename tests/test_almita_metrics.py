@@ -3,11 +3,13 @@ comparison of actions, and the default reply scorer (chrF) and its threshold."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from intellagent_plugins.almita.artefacts import Action, Prediction, TestCase, TestVerdict
-from intellagent_plugins.almita.critic import judge, same_arguments
-from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics
+from intellagent_plugins.almita.critic import AlmitaCritic, CriticConfig, judge, same_arguments
+from intellagent_plugins.almita.metrics import AlmitaMetrics, SevenConfig, seven_metrics, unscored_conversations
 from intellagent_plugins.almita.similarity import BUILTIN, chrf, scorer
 
 SCORE, THRESHOLD = BUILTIN["chrf"]
@@ -33,8 +35,10 @@ def _tests() -> list[TestCase]:
         ("c3", Action(kind="reply", text=REPLIES[5])),
         ("c3", Action(kind="api", api="get_order", arguments={"order_id": "LH-1007"})),
     ]
+    sizes = {c: sum(x == c for x, _ in plan) for c, _ in plan}
     return [TestCase(id=f"T{i:02d}", conversation=c, intent="damaged" if c == "c2" else "lost",
-                     procedure="x/P1", context=[], expected=e) for i, (c, e) in enumerate(plan)]
+                     procedure="x/P1", context=[], expected=e, conversation_tests=sizes[c])
+            for i, (c, e) in enumerate(plan)]
 
 
 TESTS = _tests()
@@ -102,6 +106,31 @@ def test_breaking_one_test_flips_exactly_its_conversation(broken):
     assert rates(vs)["conversation"] == pytest.approx(2 / 3, abs=1e-4)
 
 
+def test_a_conversation_with_an_unscored_test_is_left_out_of_conversation_correctness():
+    # T01 (c1's API test) ended with an infra error: it has no verdict; every other test is right
+    scored = [v for v in verdicts() if v.test != "T01"]
+    result = seven_metrics(scored)
+    assert result["conversation"].n == 2 and result["conversation"].rate == 1.0  # c2, c3; not c1
+    assert unscored_conversations(scored) == {"c1"}
+    assert result["test"].n == 10 and result["test"].rate == 1.0  # the infra error is no failure
+    assert result["api_recall"].n == 4
+    # a wrong test beside the unscored one does not bring c1 back as a failure either
+    wrong = [v for v in verdicts({"T02": Action(kind="reply", text="Goodbye and have a nice weekend!")})
+             if v.test != "T01"]
+    assert seven_metrics(wrong)["conversation"].n == 2 and seven_metrics(wrong)["conversation"].rate == 1.0
+    assert seven_metrics(wrong)["test"].rate == pytest.approx(9 / 10, abs=1e-4)
+
+
+def test_the_metric_says_how_many_conversations_were_left_out():
+    scored = [v for v in verdicts() if v.test not in ("T01", "T06")]  # one test of c1 and of c2
+    result = AlmitaMetrics(SevenConfig()).compute(FakeData(scored))
+    rows = {r["intent"]: r for r in result.rows}
+    assert result.values["conversation"] == 1.0 and rows["all"]["conversation"]["n"] == 1
+    assert result.values["conversations_left_out"] == 2
+    assert rows["all"]["left_out"] == 2 and rows["lost"]["left_out"] == 1 and rows["damaged"]["left_out"] == 1
+    assert "2 conversations left out" in result.headline
+
+
 def test_a_reply_below_the_threshold_is_recalled_but_not_correct():
     t = REPLY_TESTS[0]
     (v,) = [v for v in verdicts({t.id: Action(kind="reply", text="Our shop opens at nine.")}) if v.test == t.id]
@@ -115,13 +144,57 @@ def test_an_agent_crash_counts_as_a_wrong_action():
     assert not v.api_recall and not v.correct and v.why == "agent error: boom"
 
 
-def test_argument_comparison_normalises_case_numbers_and_nulls():
-    assert same_arguments({"order_id": "LH-1002", "n": 2}, {"order_id": " lh-1002", "n": "2.0", "note": None})
-    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1003"})
-    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1002", "reason": "late"})
+def test_lenient_argument_comparison_normalises_case_numbers_and_nulls():
+    assert same_arguments({"order_id": "LH-1002", "n": 2}, {"order_id": " lh-1002", "n": "2.0", "note": None},
+                          lenient=True)
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1003"}, lenient=True)
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "LH-1002", "reason": "late"}, lenient=True)
+    assert not same_arguments({"confirm": True}, {"confirm": 1}, lenient=True)  # a boolean is not a number
+    assert same_arguments({"name": "Nan"}, {"name": "nan"}, lenient=True)  # text that reads as NaN
+
+
+def test_exact_argument_comparison_keeps_ids_text_and_types_apart():
+    assert same_arguments({"order_id": "LH-1002", "n": 2, "items": ["A", 1]},
+                          {"items": ["A", 1.0], "n": 2.0, "order_id": "LH-1002", "note": None})
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": "lh-1002"})
+    assert not same_arguments({"order_id": "LH-1002"}, {"order_id": " LH-1002"})
+    assert not same_arguments({"count": 2}, {"count": "2"})
+    assert not same_arguments({"confirm": True}, {"confirm": 1})
+    assert not same_arguments({"items": ["A", "B"]}, {"items": ["B", "A"]})
+
+
+@pytest.mark.parametrize("predicted,exact,lenient", [
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 2}, True, True),
+    ({"order_id": "lh-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 2}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "Refund ", "count": 2}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": "2"}, False, True),
+    ({"order_id": "LH-1004", "sku": "VASE-GLS", "resolution": "refund", "count": 3}, False, False),
+])
+def test_correct_api_parameters_are_exact_by_default_and_lenient_on_request(predicted, exact, lenient):
+    t = API_TESTS[3]  # report_damaged_item
+    prediction = Prediction(action=Action(kind="api", api=t.expected.api, arguments=predicted))
+    strict = judge(t, prediction, SCORE, THRESHOLD)
+    assert strict.correct_api and strict.correct_parameters is exact and strict.correct is exact
+    assert judge(t, prediction, SCORE, THRESHOLD, lenient=True).correct_parameters is lenient
+    if not exact:
+        assert strict.why.startswith("arguments differ: ")
+    after = rates([strict if v.test == t.id else v for v in verdicts()])
+    assert after["correct_parameters"] == pytest.approx(1 - (not exact) / len(API_TESTS), abs=1e-4)
+    assert after["correct_api"] == after["api_recall"] == 1.0
+
+
+def test_the_critic_takes_the_parameter_comparison_from_its_options():
+    assert CriticConfig().parameters == "exact"
+    assert CriticConfig(parameters="lenient").parameters == "lenient"
+    with pytest.raises(ValueError):
+        CriticConfig(parameters="fuzzy")
 
 
 class FakeData:
+    """The verdict step's items, and a plan in which the verdicts have no upstream tests step."""
+
+    plan = SimpleNamespace(steps={})
+
     def __init__(self, vs):
         self.vs = vs
 
@@ -197,3 +270,14 @@ def test_a_scorer_of_your_own(tmp_path, monkeypatch):
     assert fn("a", "a") == 1.0 and default is None
     with pytest.raises(Exception, match="scorer"):
         scorer("nope.py:missing")
+
+
+def test_a_scorer_of_your_own_is_in_the_critics_cache_key(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("def score(a, b):\n    return float(a == b)\n")
+    monkeypatch.chdir(tmp_path)
+    critic = AlmitaCritic(CriticConfig(scorer="mine.py:score", threshold=0.5))
+    before = critic.fingerprint()
+    (tmp_path / "mine.py").write_text("def score(a, b):\n    return 1.0\n")
+    assert before is not None and critic.fingerprint() != before
+    assert AlmitaCritic(CriticConfig()).fingerprint() is None  # a built-in: its options say it all
+

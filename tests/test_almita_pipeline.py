@@ -60,7 +60,7 @@ def test_on_mock_schema_the_funnel_names_the_rules_that_removed_what_it_made(run
     assert rule in ("unique-ids", "known-endpoints", "node-types") and int(count) == 4
     assert rows["tests"]["generated"] == 0
     assert set(seven(report)) == {"reply_recall", "correct_reply", "api_recall", "correct_api",
-                                  "correct_parameters", "test", "conversation"}
+                                  "correct_parameters", "test", "conversation", "conversations_left_out"}
     listed = report["metrics"]["rejected"]["rows"]
     assert len(listed) == 4 and all(r["why"].startswith(f"rule {rule}:") for r in listed)
     html = next((tmp_path / "ws" / "runs").glob("*/report.html")).read_text()
@@ -144,6 +144,38 @@ def test_the_agent_gets_the_context_and_the_procedures_apis_and_nothing_runs(run
         sum(e["api"] == "get_order" and e["arguments"] == {"order_id": "LH-1002"} for e in api) / len(api), abs=1e-3)
 
 
+FAILING_MODEL = '''
+def agent(request, response_model):
+    messages = request.messages
+    if "Procedure: refund status" in messages[0]["content"]:
+        raise RuntimeError("the agent's model is down")
+    if messages[-1]["role"] == "tool" and "not found" in messages[-1]["content"]:
+        raise RuntimeError("the agent's model timed out")
+    return "Could you please tell me your order id?"
+'''
+
+
+def test_conversations_with_a_test_not_scored_are_left_out_and_counted(runner, tmp_path, monkeypatch):
+    (tmp_path / "failing.py").write_text(FAILING_MODEL)
+    monkeypatch.chdir(tmp_path)
+    report = run(runner, tmp_path, "almita", *FUNCTION, "--paths", "3", "--set", "llm.roles.agent.model=mock/function",
+                 "--set", "llm.roles.agent.options.function=failing.py:agent")
+    runs = {i["item"]: i["status"] for i in report["items"] if i["step"] == "runs"}
+    tests = {i["item"]: [f"{i['item']}/{t['id']}" for t in i["value"]] for i in report["items"] if i["step"] == "tests"}
+    unfinished = {c for c, ids in tests.items() if any(runs[t] == "infra-error" for t in ids)}
+    untouched = {c for c, ids in tests.items() if all(runs[t] == "infra-error" for t in ids)}
+    assert unfinished - untouched and untouched  # some partly, some wholly unscored
+    assert all(runs[t] == "infra-error" for c in untouched for t in tests[c] if c.startswith("refund-status/"))
+    rows = {r["intent"]: r for r in report["metrics"]["almita"]["rows"]}
+    assert rows["all"]["conversation"]["n"] == len(tests) - len(unfinished)
+    assert rows["all"]["left_out"] == report["metrics"]["almita"]["values"]["conversations_left_out"] == len(unfinished)
+    assert rows["refund-status"]["tests"] == 0 and rows["refund-status"]["left_out"] == sum(
+        c.startswith("refund-status/") for c in tests)
+    # the infra errors are not failures: every test that was scored is counted, no other
+    assert rows["all"]["tests"] == rows["all"]["test"]["n"] == sum(s == "ok" for s in runs.values())
+    assert f"{len(unfinished)} conversations left out" in report["metrics"]["almita"]["headline"]
+
+
 TEAM_PROCEDURE = """---
 intent: Cancel a subscription
 apis: [find_subscription, cancel_subscription]
@@ -202,6 +234,41 @@ def test_bad_procedure_input_is_one_line_and_exit_2(runner, tmp_path):
     assert "Traceback" not in result.output
 
 
+COUNTING_MODEL = '''
+import os
+from tests.almita_script import answer as script
+
+def answer(request, response_model):
+    with open(os.environ["ALMITA_CALLS"], "a") as fh:
+        fh.write("call\\n")
+    return script(request, response_model)
+'''
+
+
+@pytest.mark.parametrize("scorer,message", [("nomod:fn", "module 'nomod' failed to import"),
+                                            ("tests.almita_script:nothing", "has no 'nothing'"),
+                                            ("tests.almita_script:AGENT_REPLY", "is not callable"),
+                                            ("tests.almita_script:answer", "needs a threshold")])
+def test_a_bad_scorer_is_refused_before_any_model_call(runner, tmp_path, monkeypatch, scorer, message):
+    (tmp_path / "counting.py").write_text(COUNTING_MODEL)
+    monkeypatch.setenv("ALMITA_CALLS", str(tmp_path / "calls.log"))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["run", "almita", "--pipeline", "almita", "--workspace", str(tmp_path / "ws"),
+                                 "--model", "mock/function", "--set", "llm.default.options.function=counting.py:answer",
+                                 "--set", f"steps.verdicts.with.scorer={scorer}", "--paths", "1"])
+    assert result.exit_code == 2 and "scorer" in result.output and message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "calls.log").exists()  # refused before the first model call
+    pipeline = (REPO / "plugins/almita/pipeline.yaml").read_text().replace("scorer: chrf", f"scorer: '{scorer}'")
+    (tmp_path / "pipeline.yaml").write_text(pipeline)
+    result = runner.invoke(cli, ["validate", "almita", "--pipeline", str(tmp_path / "pipeline.yaml")])
+    assert result.exit_code == 2 and message in result.output and "pipeline.yaml" in result.output, result.output
+    # a scorer of your own with its threshold is fine
+    good = pipeline.replace(f"scorer: '{scorer}'", "scorer: 'tests.almita_script:answer', threshold: 0.5")
+    (tmp_path / "pipeline.yaml").write_text(good)
+    assert runner.invoke(cli, ["validate", "almita", "--pipeline", str(tmp_path / "pipeline.yaml")]).exit_code == 0
+
+
 # --- the sampler --------------------------------------------------------------------------------
 
 
@@ -213,6 +280,27 @@ def test_inverse_visit_draws_children_in_proportion_to_one_over_visits_plus_one(
         first, second = inverse_visit_paths(g, "r", 2, random.Random(seed))
         differs += first[1][0][1] != second[1][0][1]
     assert differs / trials == pytest.approx(2 / 3, abs=0.03)  # weights 1/2 (visited once) vs 1/1
+
+
+@pytest.mark.parametrize("sampler", [inverse_visit_paths, uniform_paths])
+def test_parallel_edges_do_not_multiply_a_childs_weight(sampler):
+    g = nx.MultiDiGraph([("r", "b"), ("r", "b"), ("r", "c")])  # two outputs lead to b, one to c
+    trials = 4000
+    b = sum(sampler(g, "r", 1, random.Random(seed))[0][1][0][1] == "b" for seed in range(trials))
+    assert b / trials == pytest.approx(0.5, abs=0.025)  # two unvisited children: 1/1 against 1/1
+
+
+def test_inverse_visit_takes_the_edge_not_yet_walked_to_a_child_more_often():
+    g = nx.MultiDiGraph([("r", "b"), ("r", "b")])
+    trials = 3000
+    other = 0
+    for seed in range(trials):
+        first, second = inverse_visit_paths(g, "r", 2, random.Random(seed))
+        other += first[1] != second[1]
+    assert other / trials == pytest.approx(2 / 3, abs=0.03)  # edge weights 1/2 (walked once) vs 1/1
+    # the uniform walk draws the edge to a child uniformly
+    other = sum(len(set(map(str, uniform_paths(g, "r", 2, random.Random(seed))))) == 2 for seed in range(trials))
+    assert other / trials == pytest.approx(1 / 2, abs=0.03)
 
 
 def tree(branching: int, depth: int) -> nx.MultiDiGraph:

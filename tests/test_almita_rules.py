@@ -1,18 +1,32 @@
-"""ALMITA's graph and API rules: a hand-written valid flowgraph and conversation graph pass;
-one invalid graph per rule is rejected with exactly that rule named."""
+"""ALMITA's graph, API and conversation rules: a hand-written valid flowgraph and conversation
+graph pass; one invalid graph per rule is rejected with exactly that rule named; a scripted model
+that writes a conversation along its path is kept, and one that strays from the path, leaves a
+placeholder or writes arguments that do not fit the API is rejected with that rule; the path
+sampler keeps each path once."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 
 import pytest
 
 from intellagent_plugins.almita.apis import ApiDraft, ParameterDraft, api_from_draft, check_apis
-from intellagent_plugins.almita.artefacts import Api, ConversationGraph, ConversationNode, FlowNode, GraphEdge, Procedure
+from intellagent.environment import load_environment
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.testing.harness import run_step
+from intellagent_plugins.almita.artefacts import (Api, ConversationGraph, ConversationNode, ConversationPath, FlowNode,
+                                                  GraphEdge, PathStep, Procedure)
+from intellagent_plugins.almita.generators import AlmitaConversation, AlmitaPaths, ConversationConfig, PathsConfig
 from intellagent_plugins.almita.examples import EXAMPLE_FLOWGRAPH, EXAMPLE_GRAPH
 from intellagent_plugins.almita.noise import NoisePoint, insert_noise
 from intellagent_plugins.almita.rules import (CONVERSATION_RULES, FLOWGRAPH_RULES, check_conversation_graph,
                                               check_flowgraph)
+from intellagent_plugins.providers.mock import FunctionModel
+from tests.almita_script import conversation
+from tests.conftest import REPO
 
 APIS = ["get_order", "refund_order"]
 
@@ -284,3 +298,114 @@ def test_api_rules_on_the_list_and_on_the_model_answer():
     api = api_from_draft(typed)
     assert check_apis([api], [typed]) == []
     assert api.parameters["required"] == ["order_id"] and api.parameters["properties"]["reason"]["enum"] == ["late", "lost"]
+
+
+# --- the conversation rules, on a scripted model that writes along the path, then strays ----------
+
+REFUND_API = Api(name="refund_order", description="Refund an order.", output="The refund.",
+                 parameters={"type": "object", "properties": {"order_id": {"type": "string"},
+                                                              "amount": {"type": "number"}},
+                             "required": ["order_id", "amount"]})
+PROCEDURE = Procedure(id="P1", intent="lost", intent_name="order not received", text="1. Refund a lost order.",
+                      apis=[GOOD_API, REFUND_API])
+PATH = ConversationPath(id="C01", procedure=PROCEDURE, steps=[
+    PathStep(node="a0", role="assistant", text="Hello! How can I help?"),
+    PathStep(node="u1", role="user", text="My order never arrived."),
+    PathStep(node="a1", role="assistant", text="What is your order id?"),
+    PathStep(node="u2", role="user", text="It is LH-1002."),
+    PathStep(node="c1", role="api", api="get_order", text="Look up LH-1002.", output="order found, tracking lost"),
+    PathStep(node="c2", role="api", api="refund_order", text="Refund LH-1002.", output="refunded 129"),
+    PathStep(node="a2", role="assistant", text="I refunded 129 dollars."),
+])
+
+
+def _turn(turns, node):
+    return next(t for t in turns if t["node"] == node)
+
+
+def _drop_a_turn(turns): turns.remove(_turn(turns, "a1"))
+def _swap_two_turns(turns): turns[1], turns[2] = turns[2], turns[1]
+def _another_node(turns): _turn(turns, "u2")["node"] = "u9"
+def _one_turn_more(turns): turns.append({"node": "u3", "text": "Thanks, bye!"})
+def _placeholder_message(turns): _turn(turns, "u2")["text"] = "It is <order id>."
+def _placeholder_output(turns): _turn(turns, "c2")["output"] = '{"refunded": "{amount}"}'
+def _empty_message(turns): _turn(turns, "a2")["text"] = " "
+def _missing_argument(turns): _turn(turns, "c2")["arguments"] = json.dumps({"order_id": "LH-1002"})
+def _mistyped_argument(turns): _turn(turns, "c2")["arguments"] = json.dumps({"order_id": "LH-1002", "amount": "lots"})
+def _not_json(turns): _turn(turns, "c1")["arguments"] = "order_id=LH-1002"
+def _not_an_object(turns): _turn(turns, "c1")["arguments"] = '["LH-1002"]'
+def _placeholder_argument(turns): _turn(turns, "c1")["arguments"] = json.dumps({"order_id": "[ORDER ID]"})
+
+
+CONVERSATION_BREAKS = {
+    "follows-path": [_drop_a_turn, _swap_two_turns, _another_node, _one_turn_more],
+    "concrete-text": [_placeholder_message, _placeholder_output, _empty_message],
+    "api-arguments": [_missing_argument, _mistyped_argument, _not_json, _not_an_object, _placeholder_argument],
+}
+
+
+def write_conversation(breaker=None):
+    """The conversation step on a model that writes along the path (tests/almita_script.py),
+    broken by ``breaker``; its output, and what the model was asked."""
+    def model(request, response_model):
+        written = conversation(request.messages[-1]["content"])
+        if breaker is not None:
+            breaker(written["turns"])
+        return written
+
+    fake = FunctionModel(model)
+    llm = LLM(LLMSettings(default=ModelSettings(model="fake")), providers={"fake": fake})
+    env = load_environment(REPO / "plugins/almita/environment")
+    return asyncio.run(run_step(AlmitaConversation(ConversationConfig()), env, llm=llm, path=PATH)), fake
+
+
+def test_a_conversation_along_the_path_is_kept():
+    out, model = write_conversation()
+    assert out.status == "ok" and not out.halts and out.value.rejection is None
+    messages = out.value.messages
+    assert [m.role for m in messages] == [s.role for s in PATH.steps]
+    assert messages[5].api == "refund_order" and set(messages[5].arguments) == {"order_id", "amount"}
+    assert [s.labels["rule"] for s in out.scores] == ["kept"]
+    assert len(model.history) == 1
+
+
+@pytest.mark.parametrize("rule,breaker", [(r, b) for r, bs in CONVERSATION_BREAKS.items() for b in bs],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__)
+def test_each_conversation_rule_rejects_its_fault_alone(rule, breaker):
+    out, _ = write_conversation(breaker)
+    assert out.status == "rejected" and out.halts
+    assert out.value.rejection.rule == rule and out.note.startswith(f"rule {rule}:")
+    assert "(also:" not in out.note  # that fault alone
+    assert [(s.status, s.labels["rule"]) for s in out.scores] == [("rejected", rule)]
+
+
+def test_a_conversation_breaking_two_rules_names_the_first_and_the_other():
+    def both(turns):
+        _placeholder_message(turns)
+        _missing_argument(turns)
+
+    out, _ = write_conversation(both)
+    assert out.value.rejection.rule == "concrete-text" and out.note.endswith("(also: api-arguments)")
+
+
+def test_every_conversation_rule_has_a_test():
+    assert set(CONVERSATION_BREAKS) == {"follows-path", "concrete-text", "api-arguments"}
+
+
+# --- paths: different ones, even when the walk draws the same path again -------------------------
+
+
+def test_the_sampler_keeps_each_path_once_however_often_the_walk_draws_it():
+    graph = ConversationGraph(procedure=PROCEDURE, nodes=[ConversationNode(**n) for n in GRAPH["nodes"]],
+                              edges=[GraphEdge(**e) for e in GRAPH["edges"]])  # two root-to-leaf paths
+    env = load_environment(REPO / "plugins/almita/environment")
+    for method in ("inverse-visit", "uniform"):
+        for seed in range(5):
+            step = AlmitaPaths(PathsConfig(paths=5, attempts=4, method=method))  # 20 walks, 2 paths
+            paths = asyncio.run(run_step(step, env, seed=seed, graph=graph))
+            walked = [tuple(s.node for s in p.steps) for p in paths]
+            assert sorted(walked) == [("a0", "u1", "a1", "u2", "c1", "a3"), ("a0", "u1", "a1", "u2", "c1", "c2", "a2")]
+            assert [p.id for p in paths] == ["C01", "C02"]
+            for p in paths:  # each api step carries the output of the edge the path took
+                c1 = p.steps[4]
+                assert c1.output == ("order not found" if p.steps[5].node == "a3" else "order found, tracking lost")

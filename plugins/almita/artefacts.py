@@ -188,6 +188,8 @@ class TestCase(BaseModel):
                                                       "API calls as tool calls with their outputs).")
     expected: Action
     after_noise: bool = Field(default=False, description="The last user message is inserted noise.")
+    conversation_tests: int | None = Field(default=None, ge=1, description="How many tests its "
+                                           "conversation has (None in items made before it was recorded).")
 
 
 class Prediction(BaseModel):
@@ -206,6 +208,9 @@ class TestVerdict(BaseModel):
 
     test: str
     conversation: str
+    conversation_tests: int | None = Field(default=None, description="How many tests the conversation "
+                                           "has: it counts for conversation correctness only when "
+                                           "every one of them was scored.")
     intent: str
     expected: Literal["reply", "api", "none"]
     predicted: Literal["reply", "api", "none"]

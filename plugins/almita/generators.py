@@ -35,6 +35,7 @@ class AlmitaPaths(Sampler):
     """Different root-to-leaf paths of a conversation graph, for conversations to follow."""
 
     name = "almita-paths"
+    version = "2"  # a child drawn first, then one of its edges
     Config = PathsConfig
     inputs = {"graph": ConversationGraph}
     output = list[ConversationPath]
@@ -208,6 +209,8 @@ def cut_tests(conversation: Conversation) -> list[TestCase]:
             context.append({"role": "tool", "tool_call_id": call_id, "content": message.output or ""})
         else:
             context.append({"role": message.role, "content": message.text})
+    for test in tests:  # a conversation is judged whole only when all of them were scored
+        test.conversation_tests = len(tests)
     return tests
 
 
@@ -215,6 +218,7 @@ class AlmitaTests(Generator):
     """The tests of one conversation: cut after each user message and each API output."""
 
     name = "almita-tests"
+    version = "2"  # tests carry their conversation's number of tests
     inputs = {"conversation": Conversation}
     output = list[TestCase]
 

@@ -10,9 +10,14 @@ crash counts as a wrong action):
   similarity to the expected one reaches the threshold;
 - API recall: of the tests that expect an API call, the share where it called an API;
 - correct API: … where it called the expected API (by name);
-- correct API parameters: … the expected API with the expected parameter values;
+- correct API parameters: … the expected API with the expected parameter values (compared
+  exactly, or leniently: ``almita-critic``'s ``parameters``);
 - test correctness: of all tests, the share whose whole expected action was right;
-- conversation correctness: of all conversations, the share whose every test was right.
+- conversation correctness: of the conversations whose every test was scored, the share whose
+  every test was right. A conversation with a test that was not scored (an infra error, a
+  budget stop) is left out, not counted either way, and the number left out is reported: the
+  unscored test might have been right or wrong, and counting the conversation only when another
+  of its tests failed would bias the rate downwards.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from intellagent.metrics import Column, Metric, MetricResult, Rate
 from intellagent.model import StrictModel
-from intellagent_plugins.almita.artefacts import TestVerdict
+from intellagent_plugins.almita.artefacts import TestCase, TestVerdict
 
 SEVEN = {
     "reply_recall": "reply recall",
@@ -37,10 +42,30 @@ SEVEN = {
 }
 
 
+def conversations_of(verdicts: Iterable[TestVerdict]) -> tuple[dict[str, bool], set[str]]:
+    """Per conversation whose every test has a verdict: whether every test was right; and the
+    conversations left out because some of their tests have none."""
+    scored: dict[str, set[str]] = defaultdict(set)
+    right: dict[str, bool] = {}
+    size: dict[str, int | None] = {}
+    for v in verdicts:
+        scored[v.conversation].add(v.test)
+        right[v.conversation] = right.get(v.conversation, True) and v.correct
+        size[v.conversation] = v.conversation_tests
+    whole = {c: ok for c, ok in right.items() if size[c] is None or len(scored[c]) >= size[c]}
+    return whole, set(right) - set(whole)
+
+
+def unscored_conversations(verdicts: Iterable[TestVerdict]) -> set[str]:
+    """The conversations of ``verdicts`` with a test that was not scored."""
+    return conversations_of(verdicts)[1]
+
+
 def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
-    """The seven metrics of ``verdicts`` as rates (passed / n with a Wilson interval)."""
+    """The seven metrics of ``verdicts`` as rates (passed / n with a Wilson interval); conversation
+    correctness over the conversations whose every test has a verdict."""
+    verdicts = list(verdicts)
     counts = {k: [0, 0] for k in SEVEN}
-    conversations: dict[str, bool] = {}
 
     def add(name: str, ok: bool) -> None:
         counts[name][0] += ok
@@ -55,8 +80,7 @@ def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
             add("correct_api", v.correct_api)
             add("correct_parameters", v.correct_parameters)
         add("test", v.correct)
-        conversations[v.conversation] = conversations.get(v.conversation, True) and v.correct
-    for ok in conversations.values():
+    for ok in conversations_of(verdicts)[0].values():
         add("conversation", ok)
     return {k: Rate.of(*c) for k, c in counts.items()}
 
@@ -64,8 +88,9 @@ def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
 DESCRIPTION = ("Reply recall and correct reply (similarity ≥ threshold) over the tests expecting a "
                "reply; API recall, correct API (name) and correct API parameters (name and values) "
                "over the tests expecting an API call; test correctness over all tests; conversation "
-               "correctness over conversations (every test right). Infra errors are not counted; an "
-               "agent crash is a wrong action.")
+               "correctness over the conversations whose every test was scored (every test right; a "
+               "conversation with a test not scored is left out and counted apart). Infra errors "
+               "are not counted; an agent crash is a wrong action.")
 
 
 class SevenConfig(StrictModel):
@@ -93,20 +118,49 @@ class AlmitaMetrics(Metric):
         for _, verdict in data.values(self.config.step):
             by_intent[verdict.intent].append(verdict)
             everything.append(verdict)
+        unjudged = self._unjudged(data, {v.conversation for v in everything})
+        for intent in unjudged.values():
+            by_intent.setdefault(intent, [])
+
+        def left_out(vs: list[TestVerdict], intent: str | None = None) -> int:
+            return len(unscored_conversations(vs)) + sum(intent in (None, i) for i in unjudged.values())
+
         overall = seven_metrics(everything)
-        rows = [self._row("all", overall, len(everything))]
-        rows += [self._row(intent, seven_metrics(vs), len(vs)) for intent, vs in sorted(by_intent.items())]
+        rows = [self._row("all", overall, len(everything), left_out(everything))]
+        rows += [self._row(intent, seven_metrics(vs), len(vs), left_out(vs, intent))
+                 for intent, vs in sorted(by_intent.items())]
         columns = [Column(key="intent", label="intent", group=True), Column(key="tests", label="tests", kind="number")]
         columns += [Column(key=k, label=label, kind="rate") for k, label in SEVEN.items()]
-        values = {k: r.rate for k, r in overall.items()}
+        columns.append(Column(key="left_out", label="conversations left out (a test not scored)", kind="number"))
+        values: dict[str, Any] = {k: r.rate for k, r in overall.items()}
+        values["conversations_left_out"] = rows[0]["left_out"]
         headline = "almita " + ", ".join(f"{SEVEN[k]} {'–' if r.rate is None else f'{r.rate:.0%}'}"
-                                         for k, r in overall.items()) + f" ({len(everything)} tests)"
-        return MetricResult(name=self.name, title=self.config.title, headline=headline, values=values,
+                                         for k, r in overall.items()) + f" ({len(everything)} tests"
+        if rows[0]["left_out"]:
+            headline += f"; {rows[0]['left_out']} conversations left out: a test not scored"
+        return MetricResult(name=self.name, title=self.config.title, headline=headline + ")", values=values,
                             columns=columns, rows=rows, description=DESCRIPTION)
 
+    def _unjudged(self, data: Any, judged: set[str]) -> dict[str, str]:
+        """Conversation → intent for the conversations none of whose tests has a verdict (every
+        one ended with an infra error), read from the step that gives the verdicts their tests."""
+        plan = data.plan
+        step = plan.steps.get(self.config.step)
+        out: dict[str, str] = {}
+        for wire in step.wires if step is not None else []:
+            base = plan.steps[wire.source].output.base if wire.source in plan.steps else None
+            if not (isinstance(base, type) and issubclass(base, TestCase)):
+                continue
+            for _, value in data.values(wire.source):
+                for test in value if isinstance(value, list) else [value]:
+                    if test.conversation not in judged:
+                        out[test.conversation] = test.intent
+        return out
+
     @staticmethod
-    def _row(intent: str, rates: dict[str, Rate], tests: int) -> dict[str, Any]:
-        return {"intent": intent, "tests": tests} | {k: r.model_dump() for k, r in rates.items()}
+    def _row(intent: str, rates: dict[str, Rate], tests: int, left_out: int) -> dict[str, Any]:
+        return {"intent": intent, "tests": tests} | {k: r.model_dump() for k, r in rates.items()} | {
+            "left_out": left_out}
 
 
 class Stage(BaseModel):

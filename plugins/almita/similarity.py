@@ -20,6 +20,8 @@ A threshold given in the options overrides the scorer's own.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -80,6 +82,18 @@ def bertscore(expected: str, predicted: str) -> float:  # pragma: no cover - opt
 
 
 BUILTIN: dict[str, tuple[Scorer, float]] = {"chrf": (chrf, 0.40), "bertscore": (bertscore, 0.55)}
+
+
+def source_of(name: str) -> str | None:
+    """A digest of the file that defines a scorer of your own, for cache keys: edit it and the
+    verdicts it shaped are made again (None for a built-in, or one without a source file)."""
+    if name in BUILTIN:
+        return None
+    try:
+        path = inspect.getsourcefile(scorer(name)[0])
+    except (TypeError, ConfigError):
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path and Path(path).is_file() else None
 
 
 def scorer(name: str) -> tuple[Scorer, float | None]:

@@ -401,7 +401,8 @@ def test_each_item_and_each_named_sample_is_a_draw_of_its_own(tmp_path):
     assert llm.provider_for("default").requests == 4
 
 
-def test_an_answer_is_durable_at_once_and_other_rows_on_flush(tmp_path):
+def test_an_answer_is_durable_at_once_and_other_rows_on_flush(tmp_path, monkeypatch):
+    monkeypatch.setattr(Store, "FLUSH_SECONDS", 3600.0)  # no timed flush, however slow the machine
     store = Store.for_workspace(tmp_path)
     llm = LLM(store=store, run_id=store.start_run())
     outcome = run(llm.structured(USER, Policies))

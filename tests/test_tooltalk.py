@@ -113,6 +113,7 @@ def test_free_text_is_scored_by_the_comparator_against_the_tools_thresholds(env)
     assert comparator("intellagent_plugins.tooltalk.comparators:token_set")("a b", "b a c") == 1.0
 
 
+@needs_data
 def test_unknown_comparators_and_thresholds_are_one_clear_line(runner, tmp_path):
     result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
                                  "--comparator", "fancy"])

@@ -3,11 +3,11 @@ in a step's ``prompts:`` folder; their text is part of the items' cache key."""
 
 from pathlib import Path
 
-from intellagent_plugins.intellagent.prompts import Prompts as _Prompts
-from intellagent_plugins.intellagent.prompts import check_folder  # noqa: F401  (re-exported)
+from intellagent.prompts import PromptFiles
+from intellagent.prompts import check_prompts_folder as check_folder  # noqa: F401  (steps' options)
 
 BUILTIN = Path(__file__).parent / "prompts"
 
 
-def prompts(override: str | None, *names: str) -> _Prompts:
-    return _Prompts(override, names, builtin=BUILTIN)
+def prompts(override: str | None, *names: str) -> PromptFiles:
+    return PromptFiles(BUILTIN, names, override)

@@ -15,7 +15,6 @@ checked, with repairs, before they are kept.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import uuid
@@ -23,10 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import jinja2
 from pydantic import BaseModel, Field, create_model, field_validator
 
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptFiles, check_prompts_folder
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
 from intellagent_plugins.tooltalk.executor import World, tool_meta
@@ -66,27 +65,9 @@ class Replies(BaseModel):
 
 # -- prompts -----------------------------------------------------------------------------------
 
-class Prompts:
+def _prompts(override: str | None, *names: str) -> PromptFiles:
     """The step's Jinja2 templates; a ``prompts:`` folder may replace any of them by name."""
-
-    def __init__(self, override: str | None, names: tuple[str, ...]) -> None:
-        folders = ([str(Path(override).resolve())] if override else []) + [str(PROMPTS)]
-        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(folders),
-                                      undefined=jinja2.StrictUndefined, autoescape=False)
-        self.names = names
-
-    def render(self, name: str, **values: Any) -> str:
-        return self.env.get_template(name).render(**values).strip()
-
-    def fingerprint(self) -> dict[str, str]:
-        return {n: hashlib.sha256(self.env.loader.get_source(self.env, n)[0].encode()).hexdigest()[:16]
-                for n in self.names}
-
-
-def _prompts_folder(value: str | None) -> str | None:
-    if value is not None and not Path(value).is_dir():
-        raise ValueError(f"prompts folder '{value}' not found")
-    return value
+    return PromptFiles(PROMPTS, names, override)
 
 
 def tool_docs(env, names: list[str]) -> str:
@@ -194,7 +175,7 @@ class ScenariosConfig(StrictModel):
     @field_validator("prompts")
     @classmethod
     def _existing(cls, value: str | None) -> str | None:
-        return _prompts_folder(value)
+        return check_prompts_folder(value)
 
 
 class WriteScenarios(Generator):
@@ -209,7 +190,7 @@ class WriteScenarios(Generator):
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.prompts = Prompts(config.prompts, ("scenarios.md",))
+        self.prompts = _prompts(config.prompts, "scenarios.md")
 
     def fingerprint(self) -> Any:
         return self.prompts.fingerprint()
@@ -241,7 +222,7 @@ class WriteConfig(StrictModel):
     @field_validator("prompts")
     @classmethod
     def _existing(cls, value: str | None) -> str | None:
-        return _prompts_folder(value)
+        return check_prompts_folder(value)
 
 
 class WriteConversation(Generator):
@@ -256,7 +237,7 @@ class WriteConversation(Generator):
 
     def __init__(self, config) -> None:
         super().__init__(config)
-        self.prompts = Prompts(config.prompts, ("conversation.md", "repair.md", "replies.md"))
+        self.prompts = _prompts(config.prompts, "conversation.md", "repair.md", "replies.md")
 
     def fingerprint(self) -> Any:
         return self.prompts.fingerprint()

@@ -1,0 +1,38 @@
+"""A step's prompt files: the user's folder replaces a template by name, and the text read is
+what the step's cache key holds."""
+
+from __future__ import annotations
+
+import pytest
+from jinja2 import UndefinedError
+from pydantic import BaseModel, ValidationError
+
+from intellagent.prompts import PromptFiles, PromptsFolder
+
+
+def test_a_users_file_replaces_the_builtin_one_of_that_name_and_changes_the_fingerprint(tmp_path):
+    builtin, mine = tmp_path / "builtin", tmp_path / "mine"
+    builtin.mkdir(), mine.mkdir()
+    (builtin / "ask.md").write_text("Ask about {{ topic }}.\n")
+    (builtin / "system.md").write_text("Be brief.")
+    shipped = PromptFiles(builtin, ["ask.md", "system.md"])
+    assert shipped.render("ask.md", topic="refunds") == "Ask about refunds."
+    (mine / "ask.md").write_text("Question on {{ topic }}, please.")
+    edited = PromptFiles(builtin, ["ask.md", "system.md"], str(mine))
+    assert edited.render("ask.md", topic="refunds") == "Question on refunds, please."
+    assert edited.render("system.md") == "Be brief."  # not replaced: the shipped one
+    before, after = shipped.fingerprint(), edited.fingerprint()
+    assert before["system.md"] == after["system.md"] and before["ask.md"] != after["ask.md"]
+    with pytest.raises(UndefinedError):
+        shipped.render("ask.md")  # a missing value is an error, never a blank in a prompt
+    with pytest.raises(KeyError, match="not among this step's prompt files"):
+        shipped.render("other.md")
+
+
+def test_a_prompts_option_must_name_a_folder(tmp_path):
+    class Options(BaseModel):
+        prompts: PromptsFolder = None
+
+    assert Options(prompts=str(tmp_path)).prompts == str(tmp_path)
+    with pytest.raises(ValidationError, match="prompts folder .* not found"):
+        Options(prompts=str(tmp_path / "nope"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
@@ -20,7 +20,7 @@ from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Score
 
 from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, BlueprintContext,
-                                                     BlueprintResult, Call, Problem, Review)
+                                                     BlueprintResult, Call, Review)
 from intellagent_plugins.apigen_mt.committee import ROLES, CommitteeConfig, decide
 from intellagent_plugins.apigen_mt.prompts import check_folder, prompts
 from intellagent_plugins.apigen_mt.validation import Draft, tool_schemas, validate
@@ -113,15 +113,13 @@ def result_scores(result: BlueprintResult, name: str) -> list[Score]:
     return scores
 
 
-class GenerateBlueprint(Generator):
-    """A blueprint from its context, through validation, committee review and refinement."""
+class ReviewedGenerator(Generator):
+    """A generator whose tasks go through the committee and refinement (a blueprint, a combined
+    task): its ``make(ctx, **inputs)`` gives the result, scored under ``score``."""
 
-    name = "blueprint"
-    version = "1"
     Config = BlueprintConfig
-    inputs = {"context": BlueprintContext}
     output = BlueprintResult
-    roles = {"generator": "writes and revises task blueprints", **ROLES}
+    score: ClassVar[str]
 
     def __init__(self, config: BlueprintConfig) -> None:
         super().__init__(config)
@@ -131,13 +129,22 @@ class GenerateBlueprint(Generator):
     def fingerprint(self) -> Any:
         return self.texts.fingerprint()
 
-    async def run(self, ctx, context: BlueprintContext) -> Output[BlueprintResult]:
-        result = await self.make(ctx, context)
+    async def run(self, ctx, **inputs: Any) -> Output[BlueprintResult]:
+        result = await self.make(ctx, **inputs)
         if result.status == "infra-error":
             return Output(value=result, status="infra-error", note=result.error or "")
         return Output(value=result, status="pass" if result.status == "accepted" else "fail",
-                      note=rejection_note(result),
-                      scores=result_scores(result, "blueprint"))
+                      note=rejection_note(result), scores=result_scores(result, self.score))
+
+
+class GenerateBlueprint(ReviewedGenerator):
+    """A blueprint from its context, through validation, committee review and refinement."""
+
+    name = "blueprint"
+    version = "1"
+    inputs = {"context": BlueprintContext}
+    roles = {"generator": "writes and revises task blueprints", **ROLES}
+    score = "blueprint"
 
     async def make(self, ctx, context: BlueprintContext) -> BlueprintResult:
         system = self.texts.render("generator.system.md", policy=ctx.env.prompt[:self.config.policy_chars])

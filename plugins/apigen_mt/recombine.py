@@ -21,18 +21,16 @@ reads now follow the first part's writes: an output one of them said alone but n
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from intellagent.environment import run_actions
 from intellagent.model import StrictModel
-from intellagent.steps import Generator, Output, Sampler
+from intellagent.steps import Sampler
 
 from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Call, Pair, Problem
 from intellagent_plugins.apigen_mt.committee import ROLES, decide
-from intellagent_plugins.apigen_mt.generator import PROMPTS, BlueprintConfig, Committee, rejection_note, result_scores
-from intellagent_plugins.apigen_mt.prompts import prompts
+from intellagent_plugins.apigen_mt.generator import ReviewedGenerator
 from intellagent_plugins.apigen_mt.validation import check_outputs, check_policy, check_testable, execute
 
 
@@ -112,29 +110,13 @@ def stale_outputs(pair: Pair, parts: list[list[int]], results: list[str]) -> lis
     return problems
 
 
-class Recombine(Generator):
+class Recombine(ReviewedGenerator):
     """One longer task from a pair: combined actions checked, one instruction, stage 2 again."""
 
     name = "recombine"
-    Config = BlueprintConfig
     inputs = {"pair": Pair}
-    output = BlueprintResult
     roles = {"generator": "writes the combined instruction", **ROLES}
-
-    def __init__(self, config: BlueprintConfig) -> None:
-        super().__init__(config)
-        self.texts = prompts(config.prompts, *PROMPTS)
-        self.committee = Committee(config, self.texts)
-
-    def fingerprint(self) -> Any:
-        return self.texts.fingerprint()
-
-    async def run(self, ctx, pair: Pair) -> Output[BlueprintResult]:
-        result = await self.make(ctx, pair)
-        if result.status == "infra-error":
-            return Output(value=result, status="infra-error", note=result.error or "")
-        return Output(value=result, status="pass" if result.status == "accepted" else "fail",
-                      note=rejection_note(result), scores=result_scores(result, "combined"))
+    score = "combined"
 
     async def make(self, ctx, pair: Pair) -> BlueprintResult:
         merged, parts = combine(ctx.env, pair.first.blueprint, pair.second.blueprint)

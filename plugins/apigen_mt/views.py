@@ -45,7 +45,7 @@ class BlueprintView:
                     f"<tr><td>{m}</td><td>{attempt.votes.get(m, '')}</td>"
                     + "".join(f"<td>{getattr(r, m).score} {_e(getattr(r, m).reason)}</td>" for r in attempt.reviews)
                     + "</tr>" for m in METRICS)
-                body.append(f"<table><tr><th>metric</th><th>majority</th>"
+                body.append("<table><tr><th>metric</th><th>majority</th>"
                             + "".join(f"<th>member {i + 1}</th>" for i in range(len(attempt.reviews)))
                             + f"</tr>{rows}</table>")
             if attempt.feedback:

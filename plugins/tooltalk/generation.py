@@ -22,10 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model
 
 from intellagent.model import StrictModel
-from intellagent.prompts import PromptFiles, check_prompts_folder
+from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
 from intellagent_plugins.tooltalk.executor import World, tool_meta
@@ -169,13 +169,8 @@ class PluginSubsets(Sampler):
 
 class ScenariosConfig(StrictModel):
     per_request: int = Field(default=2, ge=1, description="Scenarios asked for in one prompt.")
-    prompts: str | None = Field(default=None, description="A folder whose files replace the "
-                                "built-in prompts of the same name.")
-
-    @field_validator("prompts")
-    @classmethod
-    def _existing(cls, value: str | None) -> str | None:
-        return check_prompts_folder(value)
+    prompts: PromptsFolder = Field(default=None, description="A folder whose files replace the "
+                                   "built-in prompts of the same name.")
 
 
 class WriteScenarios(Generator):
@@ -216,13 +211,8 @@ class WriteConfig(StrictModel):
     replies: bool = Field(default=True, description="Rewrite the assistant's replies from the "
                           "calls' real results.")
     set_name: str = Field(default="generated", description="The set the conversations belong to.")
-    prompts: str | None = Field(default=None, description="A folder whose files replace the "
-                                "built-in prompts of the same name.")
-
-    @field_validator("prompts")
-    @classmethod
-    def _existing(cls, value: str | None) -> str | None:
-        return check_prompts_folder(value)
+    prompts: PromptsFolder = Field(default=None, description="A folder whose files replace the "
+                                   "built-in prompts of the same name.")
 
 
 class WriteConversation(Generator):

@@ -68,7 +68,7 @@ def own_reservations(trace: Trace):
 def cancel_eligibility(trace: Trace):
     problems = []
     for action in trace.calls("cancel_reservation"):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         if reservation is None:
             continue
         if reservation.get("status") == "cancelled":
@@ -96,7 +96,7 @@ def cancel_eligibility(trace: Trace):
 def basic_economy(trace: Trace):
     problems = []
     for action in trace.calls("update_reservation_flights"):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         if reservation is None or reservation["cabin"] != "basic_economy":
             continue
         old = sorted((s["flight_number"], s["date"]) for s in reservation["flights"])
@@ -111,7 +111,7 @@ def basic_economy(trace: Trace):
 def same_trip(trace: Trace):
     problems = []
     for action in trace.calls("update_reservation_flights"):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         segments = action.arguments.get("flights") or []
         if reservation is None or not segments:
             continue
@@ -136,7 +136,7 @@ def same_trip(trace: Trace):
 def cabin_before_departure(trace: Trace):
     problems = []
     for action in trace.calls("update_reservation_flights"):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         if reservation is None or action.arguments.get("cabin") == reservation["cabin"]:
             continue
         departed = _departed(action, reservation)
@@ -150,7 +150,7 @@ def cabin_before_departure(trace: Trace):
 def bags_only_added(trace: Trace):
     problems = []
     for action in trace.calls("update_reservation_baggages"):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         if reservation is None:
             continue
         if action.arguments.get("total_baggages", 0) < reservation["total_baggages"] \
@@ -167,7 +167,7 @@ def booking_limits(trace: Trace):
     for action in trace.calls("book_reservation"):
         if len(action.arguments.get("passengers") or []) > 5:
             problems.append("a booking for more than five passengers")
-        user = action.before.get("users", action.arguments.get("user_id", "")) or {}
+        user = action.record("users", "user_id") or {}
         methods = user.get("payment_methods", {})
         sources = [methods.get(p.get("payment_id"), {}).get("source")
                    for p in action.arguments.get("payment_methods") or []]
@@ -185,7 +185,7 @@ def booking_limits(trace: Trace):
 def compensation(trace: Trace):
     problems = []
     for action in trace.calls("send_certificate"):
-        user = action.before.get("users", action.arguments.get("user_id", ""))
+        user = action.record("users", "user_id")
         if user is None:
             continue
         reservations = [action.before.get("reservations", r) or {} for r in user.get("reservations", [])]
@@ -204,7 +204,7 @@ def compensation(trace: Trace):
 def cancelled_is_final(trace: Trace):
     problems = []
     for action in trace.calls(*RESERVATION_WRITES):
-        reservation = action.before.get("reservations", action.arguments.get("reservation_id", ""))
+        reservation = action.record("reservations", "reservation_id")
         if reservation is not None and reservation.get("status") == "cancelled" \
                 and action.name != "cancel_reservation":
             problems.append(f"{action.name} on reservation {reservation['reservation_id']}, which is cancelled")

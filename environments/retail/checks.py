@@ -82,7 +82,7 @@ def items_change_once(trace: Trace):
 def status_allows(trace: Trace):
     problems = []
     for action in trace.calls(*ORDER_WRITES):
-        order = action.before.get("orders", action.arguments.get("order_id", ""))
+        order = action.record("orders", "order_id")
         if order is None:
             continue
         wanted = "delivered" if action.name in ("return_delivered_order_items",

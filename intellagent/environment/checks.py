@@ -45,6 +45,12 @@ class Action:
     writes: bool
     before: Database
 
+    def record(self, table: str, argument: str) -> dict[str, Any] | None:
+        """The row of ``table`` the call's ``argument`` names, as it was before the call (None
+        when the argument is missing or names no row)."""
+        key = self.arguments.get(argument)
+        return None if key is None else self.before.get(table, key)
+
     @property
     def result(self) -> Any:
         try:

@@ -215,12 +215,16 @@ class Database:
         except KeyError:
             raise KeyError(f"no table '{name}' (tables: {', '.join(self.schema.tables)})") from None
 
-    def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
+    def _decoder(self, table: Table) -> "_Decoder":
+        """The table's row decoder, made once per schema."""
         decoders = self.schema._decoders
         decode = decoders.get(id(table))
         if decode is None:
             decode = decoders[id(table)] = _Decoder(table)
-        return decode(row)
+        return decode
+
+    def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
+        return self._decoder(table)(row)
 
     def versions(self) -> dict[str, int] | None:
         """Each table's version token (see ``VERSIONS``); None for a database made elsewhere."""
@@ -233,10 +237,7 @@ class Database:
         table = self._table(tname)
         cols = ", ".join(_q(c) for c in table.columns)
         cur = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} {where} ORDER BY rowid", params)
-        decoders = self.schema._decoders
-        decode = decoders.get(id(table))
-        if decode is None:
-            decode = decoders[id(table)] = _Decoder(table)
+        decode = self._decoder(table)
         return [decode(row) for row in cur.fetchall()]
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:

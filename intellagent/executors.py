@@ -81,6 +81,9 @@ class Executor:
     async def close(self) -> None:
         """Called when the run ends, also on error (stop or wait for workers here)."""
 
+    async def renew(self) -> None:
+        """Called every few seconds while the run goes on (keep workers' leases alive here)."""
+
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
                   limit: int, key: Callable[[T], str] | None = None) -> None:
         """Apply ``work`` to every item, at most ``limit`` at once; an exception stops the rest

@@ -36,7 +36,7 @@ from intellagent.llm import LLM
 from intellagent.plan import Plan, PlannedStep
 from intellagent.registry import Registry
 from intellagent.report import RunInfo, RunReport
-from intellagent.results import RunData, adapter, annotation_of, outcomes, summarize
+from intellagent.results import RunData, StepSummary, adapter, annotation_of, outcomes, summarize
 from intellagent.steps import UNFINISHED, Output
 from intellagent.store import HOST, Store
 
@@ -237,26 +237,29 @@ class Runner:
         self.llm.run_id = self.run_id
         self.owner = f"{HOST}:{os.getpid()}:{self.run_id}:{self.name}"
         self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
+        try:
+            await self._execute()
+        finally:
+            self.store.flush()
+            await self.llm.aclose()
+        return {"worker": self.name, "pid": os.getpid(), "made": self._made}
+
+    async def _execute(self) -> None:
+        """Every item of the plan through its executor (shared with other processes when it
+        shares work), keeping this process's claims alive meanwhile."""
         executor = self.plan.executor
-        await self._share(executor)
         keeper = asyncio.ensure_future(self._keep_claims())
         try:
+            if executor.shares_work:
+                await executor.open(self._shared_run())
+                if self.llm.limiter.active:  # one rate limit for every process of the run
+                    self.llm.limiter.share(self.store, self.run_id)
             await self._run_scope(self._scope((), "", "", None))
         except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
             raise _first(group) from None
         finally:
             keeper.cancel()
             await executor.close()
-            self.store.flush()
-            await self.llm.aclose()
-        return {"worker": self.name, "pid": os.getpid(), "made": self._made}
-
-    async def _share(self, executor: Any) -> None:
-        if not getattr(executor, "shares_work", False):
-            return
-        await executor.open(self._shared_run())
-        if self.llm.limiter.active:  # one rate limit for every process of the run
-            self.llm.limiter.share(self.store, self.run_id)
 
     async def run(self) -> RunResult:
         spec = self.plan.spec
@@ -276,27 +279,18 @@ class Runner:
         self.handle = RunHandle(self.run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
         if self.hook:
             self.hook.before_run(run=self.handle)
-        keeper = asyncio.ensure_future(self._keep_claims())
-        executor = self.plan.executor
         try:
-            top = self._scope((), "", "", None)
-            try:
-                await self._share(executor)
-                await self._run_scope(top)
-            except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
-                raise _first(group) from None
-            finally:
-                keeper.cancel()
-                await executor.close()
+            await self._execute()
             self.store.flush()
             data = RunData(self.store, self.run_id, self.plan)
-            if getattr(executor, "shares_work", False):  # count every worker's items
-                self.progress.recount(summarize(data))
+            steps = summarize(data)
+            if self.plan.executor.shares_work:  # count every worker's items
+                self.progress.recount(steps)
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
             report, paths, info = None, [], {}
             if self.until is None:
-                report = self.build_report(data, status)
+                report = self.build_report(data, status, steps)
                 paths = self.write_reports(report, data)
                 info = {"info": report.info.model_dump(mode="json")}
             self.store.set_run_status(self.run_id, status, **info)
@@ -463,9 +457,7 @@ class Runner:
         while True:
             await asyncio.sleep(CLAIM_TTL / 3)
             self.store.renew(self.owner, CLAIM_TTL)
-            renew = getattr(self.plan.executor, "renew", None)
-            if renew is not None:
-                await renew()
+            await self.plan.executor.renew()
 
     async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
                        draw: str | None = None) -> Held:
@@ -541,7 +533,7 @@ class Runner:
 
     # -- reports -------------------------------------------------------------------------
 
-    def build_report(self, data: RunData, status: str) -> RunReport:
+    def build_report(self, data: RunData, status: str, steps: list[StepSummary]) -> RunReport:
         plan = self.plan
         info = RunInfo(run_id=self.run_id, pipeline=plan.name, description=plan.spec.description,
                        environment=self.env.name, environment_version=self.env.version,
@@ -551,7 +543,7 @@ class Runner:
         metrics = {name: metric.compute(data) for name, metric in plan.metrics.items()}
         for name, result in metrics.items():
             result.name = name
-        return RunReport(info=info, steps=summarize(data), outcomes=outcomes(data),
+        return RunReport(info=info, steps=steps, outcomes=outcomes(data),
                          metrics=metrics, cost=self.store.cost_summary(self.run_id))
 
     def write_reports(self, report: RunReport, data: RunData) -> list[Path]:

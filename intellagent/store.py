@@ -7,6 +7,7 @@ migrations recorded in ``migrations``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -207,6 +208,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
 
 UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
 STORE_VARIABLE = "INTELLAGENT_STORE"
+PG_WRITE_LOCK = "SELECT pg_advisory_xact_lock(4242)"  # the store's one write lock on PostgreSQL
 
 
 def url_password(url: str) -> str | None:
@@ -316,30 +318,25 @@ class _Hot:
             if not self.sqlite:
                 conn.rollback()  # end the read's transaction
 
-    def write(self, *, lock: bool = False) -> Any:
+    @contextlib.contextmanager
+    def write(self, *, lock: bool = False) -> Iterator[Any]:
         """A transaction on the kept connection (``lock``: holding the store's write lock from
         its start, as :meth:`Store._writing`)."""
-        hot = self
-
-        class Tx:
-            def __enter__(tx) -> Any:
-                tx.conn = hot.conn()
-                tx.cur = tx.conn.cursor()
-                if hot.sqlite:
-                    tx.cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
-                elif lock:
-                    tx.cur.execute("SELECT pg_advisory_xact_lock(4242)")
-                return tx.cur
-
-            def __exit__(tx, kind: Any, exc: Any, tb: Any) -> None:
-                try:
-                    if kind is None:
-                        tx.conn.commit()
-                    else:
-                        tx.conn.rollback()
-                finally:
-                    tx.cur.close()
-        return Tx()
+        conn = self.conn()
+        cur = conn.cursor()
+        try:
+            if self.sqlite:
+                cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
+            elif lock:
+                cur.execute(PG_WRITE_LOCK)
+            yield cur
+        except BaseException:
+            conn.rollback()
+            raise
+        else:
+            conn.commit()
+        finally:
+            cur.close()
 
 
 class Store:
@@ -400,28 +397,19 @@ class Store:
     def in_memory(cls) -> "Store":
         return cls("sqlite://")
 
-    def _writing(self) -> Any:
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sa.Connection]:
         """A transaction that holds the write lock from its start."""
         conn = self.engine.connect()
         conn.info["immediate"] = True
-
-        class Tx:
-            def __enter__(tx) -> sa.Connection:
-                tx.trans = conn.begin()
+        try:
+            with conn.begin():
                 if self.engine.dialect.name == "postgresql":
-                    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(4242)")
-                return conn
-
-            def __exit__(tx, kind: Any, exc: Any, tb: Any) -> None:
-                try:
-                    if kind is None:
-                        tx.trans.commit()
-                    else:
-                        tx.trans.rollback()
-                finally:
-                    conn.info.pop("immediate", None)
-                    conn.close()
-        return Tx()
+                    conn.exec_driver_sql(PG_WRITE_LOCK)
+                yield conn
+        finally:
+            conn.info.pop("immediate", None)
+            conn.close()
 
     def migrate(self) -> list[int]:
         applied_now = []

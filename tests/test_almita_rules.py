@@ -19,7 +19,7 @@ from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.testing.harness import run_step
 from intellagent_plugins.almita.artefacts import (Api, ConversationGraph, ConversationNode, ConversationPath, FlowNode,
                                                   GraphEdge, PathStep, Procedure)
-from intellagent_plugins.almita.generators import AlmitaConversation, AlmitaPaths, ConversationConfig, PathsConfig
+from intellagent_plugins.almita.generators import AlmitaConversation, AlmitaPaths, PathsConfig
 from intellagent_plugins.almita.examples import EXAMPLE_FLOWGRAPH, EXAMPLE_GRAPH
 from intellagent_plugins.almita.noise import NoisePoint, insert_noise
 from intellagent_plugins.almita.rules import (CONVERSATION_RULES, FLOWGRAPH_RULES, check_conversation_graph,
@@ -356,7 +356,7 @@ def write_conversation(breaker=None):
     fake = FunctionModel(model)
     llm = LLM(LLMSettings(default=ModelSettings(model="fake")), providers={"fake": fake})
     env = load_environment(REPO / "plugins/almita/environment")
-    return asyncio.run(run_step(AlmitaConversation(ConversationConfig()), env, llm=llm, path=PATH)), fake
+    return asyncio.run(run_step(AlmitaConversation(AlmitaConversation.Config()), env, llm=llm, path=PATH)), fake
 
 
 def test_a_conversation_along_the_path_is_kept():

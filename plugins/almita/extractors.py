@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Extractor, Output, Score
 from intellagent_plugins.almita.apis import ApiList, api_from_draft, check_apis
 from intellagent_plugins.almita.artefacts import (Api, CheckedProcedure, ConversationGraph,
@@ -19,7 +20,7 @@ from intellagent_plugins.almita.artefacts import (Api, CheckedProcedure, Convers
                                                   Intent, Procedure, Rejection)
 from intellagent_plugins.almita.examples import EXAMPLE_FLOWGRAPH, EXAMPLE_GRAPH, graph_json
 from intellagent_plugins.almita.noise import NoisePoint, insert_noise
-from intellagent_plugins.almita.prompts import Prompts, check_folder
+from intellagent_plugins.almita.prompts import Prompts
 from intellagent_plugins.almita.rules import check_conversation_graph, check_flowgraph
 from intellagent_plugins.almita.sources import files_digest, read_intents, read_procedures, slug
 
@@ -79,10 +80,8 @@ class IntentsConfig(StrictModel):
     count: int = Field(default=10, ge=1, description="Intents to generate when none are given.")
     domain: str | None = Field(default=None, description="The domain to generate intents and "
                                "procedures for; default: the environment's description and prompt.")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
-
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class AlmitaIntents(Extractor):
@@ -146,9 +145,7 @@ class ProceduresConfig(StrictModel):
     per_intent: int = Field(default=2, ge=1, description="Procedures to generate per intent (the "
                             "paper: 2); given procedures are used as they are.")
     domain: str | None = None
-    prompts: str | None = None
-
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
+    prompts: PromptsFolder = None
 
 
 class AlmitaProcedures(Extractor):
@@ -185,10 +182,8 @@ class AlmitaProcedures(Extractor):
 
 
 class PromptsOnly(StrictModel):
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
-
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class AlmitaApis(Extractor):
@@ -340,9 +335,7 @@ class NoiseConfig(StrictModel):
     attack_share: float = Field(default=0.5, ge=0, le=1, description="Share of the noise that is an "
                                 "attack (prompt injection, impersonation, …) rather than an "
                                 "off-topic message.")
-    prompts: str | None = None
-
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
+    prompts: PromptsFolder = None
 
 
 class AlmitaNoise(Extractor):

@@ -8,14 +8,15 @@ from collections import Counter
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.almita.artefacts import (Action, Conversation, ConversationGraph,
                                                   ConversationPath, Message, PathStep, Rejection, TestCase)
-from intellagent_plugins.almita.extractors import GENERATOR_ROLE, filter_score, infra, rejected_note
-from intellagent_plugins.almita.prompts import Prompts, check_folder
+from intellagent_plugins.almita.extractors import (GENERATOR_ROLE, PromptsOnly, filter_score, infra,
+                                                  rejected_note)
+from intellagent_plugins.almita.prompts import Prompts
 from intellagent_plugins.almita.rules import build_graph, placeholder
 from intellagent_plugins.almita.sampling import inverse_visit_paths, uniform_paths
 
@@ -88,12 +89,6 @@ class WrittenConversation(BaseModel):
     turns: list[WrittenTurn]
 
 
-class ConversationConfig(StrictModel):
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
-                                "built-in ones of the same name.")
-
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
-
 
 def check_conversation(path: ConversationPath, turns: list[WrittenTurn]) -> tuple[list[Message], list[Rejection]]:
     """The written turns as messages, and every rule they break: one turn per path step in
@@ -147,12 +142,12 @@ class AlmitaConversation(Generator):
     outputs; rejected when it leaves the path or its arguments do not fit the API."""
 
     name = "almita-conversation"
-    Config = ConversationConfig
+    Config = PromptsOnly
     inputs = {"path": ConversationPath}
     output = Conversation
     roles = GENERATOR_ROLE
 
-    def __init__(self, config: ConversationConfig) -> None:
+    def __init__(self, config: PromptsOnly) -> None:
         super().__init__(config)
         self.prompts = Prompts(config.prompts, ("system.md", "conversation.md"))
 

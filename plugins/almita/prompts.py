@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from intellagent.prompts import PromptFiles
-from intellagent.prompts import check_prompts_folder as check_folder  # noqa: F401  (steps' options)
 
 BUILTIN = Path(__file__).parent / "prompts"
 

@@ -78,6 +78,3 @@ def coverage(g: nx.MultiDiGraph, paths: list[WalkPath]) -> tuple[float, float]:
             edges.add(edge)
     return (len(nodes) / g.number_of_nodes() if g.number_of_nodes() else 1.0,
             len(edges) / g.number_of_edges() if g.number_of_edges() else 1.0)
-
-
-SAMPLERS = {"inverse-visit": inverse_visit_paths, "uniform": uniform_paths}

@@ -14,15 +14,16 @@ import asyncio
 import json
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Generator, Output, Score
 
 from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Review)
 from intellagent_plugins.apigen_mt.committee import ROLES, CommitteeConfig, decide
-from intellagent_plugins.apigen_mt.prompts import check_folder, prompts
+from intellagent_plugins.apigen_mt.prompts import prompts
 from intellagent_plugins.apigen_mt.validation import Draft, tool_schemas, validate
 
 PROMPTS = ("generator.system.md", "generate.md", "revise.md", "reviewer.system.md", "review.md",
@@ -37,10 +38,9 @@ class BlueprintConfig(StrictModel):
                                                             "rejection (stage 3, refinement).")
     policy_chars: int = Field(default=20000, ge=500, description="The agent's policy in the "
                               "prompts, at most this long.")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class Committee:

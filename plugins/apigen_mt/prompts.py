@@ -4,7 +4,6 @@ in a step's ``prompts:`` folder; their text is part of the items' cache key."""
 from pathlib import Path
 
 from intellagent.prompts import PromptFiles
-from intellagent.prompts import check_prompts_folder as check_folder  # noqa: F401  (steps' options)
 
 BUILTIN = Path(__file__).parent / "prompts"
 

@@ -22,14 +22,15 @@ not-exercised; labels: policy, category, challenge; note: the judge's reason), a
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model
 
 from intellagent.conversation import Dialog
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Critic, Output, Score
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, PolicyJudgement, StateCheck,
                                                        Verdict, Violation)
-from intellagent_plugins.intellagent.prompts import Prompts, check_folder
+from intellagent_plugins.intellagent.prompts import Prompts
 from intellagent_plugins.intellagent.state import check_state
 from intellagent_plugins.intellagent.transcript import transcript
 
@@ -39,10 +40,9 @@ PROMPTS = ("judge.system.md", "judge.md")
 class Config(StrictModel):
     transcript_chars: int = Field(default=60000, ge=1000, description="Transcript budget of the "
                                   "judge (the middle is cut beyond it).")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class PolicyFinding(BaseModel):

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model
 
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Extractor, Output
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
-from intellagent_plugins.intellagent.prompts import Prompts, check_folder
+from intellagent_plugins.intellagent.prompts import Prompts
 
 
 class FlowDraft(BaseModel):
@@ -54,10 +55,9 @@ class PairScore(BaseModel):
 class Config(StrictModel):
     edges: Literal["per-policy", "pairwise"] = "per-policy"
     block_size: int = Field(default=40, ge=1, description="Most policies scored in one call.")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 Score = Annotated[int, Field(ge=0, le=10)]

@@ -24,16 +24,17 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic import BaseModel, Field, create_model
 
 from intellagent.environment import Database, Row, RowError
 from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Generator, Output
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
                                                        ExpectationKind, PolicyGraph, Symbol)
-from intellagent_plugins.intellagent.prompts import Prompts, check_folder
+from intellagent_plugins.intellagent.prompts import Prompts
 
 CANDIDATES = 6
 KEY = re.compile(r"^[^\s]{1,64}$")
@@ -45,10 +46,9 @@ class Config(StrictModel):
     max_entities: int = Field(default=5, ge=1)
     candidate_chars: int = Field(default=6000, ge=500, description="Budget of candidate rows shown "
                                  "per table, in characters.")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class ExpectationDraft(BaseModel):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from intellagent.prompts import PromptFiles
-from intellagent.prompts import check_prompts_folder as check_folder  # noqa: F401  (steps' options)
 
 BUILTIN = Path(__file__).parent / "prompts"
 

@@ -18,15 +18,16 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from intellagent.conversation import TOOL_CALLS_AS_TEXT, Dialog, LiveSession, ToolBox, Turn, tool_call_in_text
 from intellagent.environment import diff_databases
 from intellagent.llm.types import Outcome
 from intellagent.model import StrictModel
+from intellagent.prompts import PromptsFolder
 from intellagent.steps import Output, Simulator
 from intellagent_plugins.intellagent.artefacts import Event
-from intellagent_plugins.intellagent.prompts import Prompts, check_folder
+from intellagent_plugins.intellagent.prompts import Prompts
 from intellagent_plugins.intellagent.transcript import transcript
 
 PROMPTS = ("user.policy-tester.md", "user.task-user.md", "judge.system.md", "stop_check.md")
@@ -42,10 +43,9 @@ class Config(StrictModel):
     persona: Literal["policy-tester", "task-user"] = "policy-tester"
     transcript_chars: int = Field(default=60000, ge=1000, description="Transcript budget of the "
                                   "reviewer (the middle is cut beyond it).")
-    prompts: str | None = Field(default=None, description="Folder of prompt files replacing the "
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
-    _folder = field_validator("prompts")(lambda cls, v: check_folder(v))
 
 
 class UserTurn(BaseModel):

@@ -56,9 +56,5 @@ class ApigenTasks(Sampler):
 
     def run(self, ctx, blueprints: list[BlueprintResult],
             combined: list[BlueprintResult] | None = None) -> list[TaskSpec]:
-        specs = []
-        for task in accepted_tasks(blueprints, combined):
-            for trial in range(self.config.trials):
-                specs.append(TaskSpec(id=f"T{task['index']:03d}-{trial}", policies=[], target_complexity=0,
-                                      complexity=0, task={**task, "trial": trial}))
-        return specs
+        return [spec for task in accepted_tasks(blueprints, combined)
+                for spec in TaskSpec.trials_of(task, self.config.trials)]

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from intellagent.environment import Trace, run_actions, run_checks
 
 from intellagent_plugins.apigen_mt.artefacts import Blueprint, Call, Problem
+from intellagent_plugins.tau_bench.steps import missing_outputs
 
 
 class DraftAction(BaseModel):
@@ -134,10 +135,9 @@ def check_policy(env, trace: Trace) -> list[Problem]:
 def check_outputs(blueprint: Blueprint, results: list[str]) -> list[Problem]:
     """An expected output must come from what the tools returned (the agent can only say what
     it found)."""
-    said = " ".join(results).lower().replace(",", "")
     return [Problem(stage="execution", reason="unsupported-output",
                     message=f"output {o!r} appears in no tool result")
-            for o in blueprint.outputs if o.lower().replace(",", "") not in said]
+            for o in missing_outputs(blueprint.outputs, results)]
 
 
 def check_testable(blueprint: Blueprint, trace: Trace) -> list[Problem]:

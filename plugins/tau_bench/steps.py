@@ -27,12 +27,25 @@ from intellagent.steps import Critic, Generator, Output, Sampler, Score
 from intellagent_plugins.intellagent.artefacts import Event, EventSpec, Verdict, Violation
 
 
+def missing_outputs(outputs: list[str], texts: list[str]) -> list[str]:
+    """The expected outputs that appear in none of ``texts`` (τ-bench's rule: case and thousands
+    separators aside)."""
+    said = " ".join(texts).lower().replace(",", "")
+    return [o for o in outputs if o.lower().replace(",", "") not in said]
+
+
 class TaskSpec(EventSpec):
     """An event spec that replays a τ-bench task (its own type: only task-reading samplers give
     one, so a task step cannot be wired to a graph walk)."""
 
     task: dict[str, Any] = Field(description="The task: index, trial, user_id, instruction, "
                                              "actions, outputs.")
+
+    @classmethod
+    def trials_of(cls, task: dict[str, Any], trials: int) -> list["TaskSpec"]:
+        """One spec per trial of ``task`` (named by its ``index`` and the trial)."""
+        return [cls(id=f"T{task['index']:03d}-{trial}", policies=[], target_complexity=0,
+                    complexity=0, task={**task, "trial": trial}) for trial in range(trials)]
 
 
 class TaskEvent(Event):
@@ -77,9 +90,7 @@ class TauTasks(Sampler):
             index = task.get("index", position)
             if wanted is not None and index not in wanted:
                 continue
-            for trial in range(self.config.trials):
-                specs.append(TaskSpec(id=f"T{index:03d}-{trial}", policies=[], target_complexity=0,
-                                      complexity=0, task={**task, "index": index, "trial": trial}))
+            specs += TaskSpec.trials_of({**task, "index": index}, self.config.trials)
         return specs
 
 
@@ -127,11 +138,8 @@ class TauState(Critic):
         problems = []
         if ctx.env.db_schema is not None and dialog.final_hash != self.expected_hash(ctx.env, task):
             problems.append("the final database differs from the ground truth's")
-        said = " ".join((t.content or "") for t in dialog.turns if t.role == "assistant")
-        said = said.lower().replace(",", "")
-        for output in task.get("outputs") or []:
-            if output.lower().replace(",", "") not in said:
-                problems.append(f"the agent never said {output!r}")
+        said = [t.content or "" for t in dialog.turns if t.role == "assistant"]
+        problems += [f"the agent never said {o!r}" for o in missing_outputs(task.get("outputs") or [], said)]
         return self._outcome(event, dialog, "fail" if problems else "pass", "; ".join(problems), problems)
 
     def _outcome(self, event: TaskEvent, dialog: Dialog, status: str, reason: str,

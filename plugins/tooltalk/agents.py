@@ -24,8 +24,8 @@ from intellagent.agent import Agent, AgentTurn
 from intellagent.errors import ConfigError
 from intellagent.llm.types import ToolCall
 from intellagent_plugins.tooltalk.artefacts import Conversation
+from intellagent_plugins.tooltalk.environment.tools import CLOCK, STAMP
 
-STAMP, CLOCK = "%Y-%m-%d %H:%M:%S", "%H:%M:%S"
 Plan = list[list[tuple[str, dict[str, Any]]]]
 
 

@@ -17,8 +17,8 @@ from pydantic import Field, field_validator
 
 from intellagent.model import StrictModel
 from intellagent_plugins.tooltalk.artefacts import ApiCall
+from intellagent_plugins.tooltalk.environment.tools import STAMP
 
-STAMP = "%Y-%m-%d %H:%M:%S"
 Comparator = Callable[[str, str], float]
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from intellagent.environment import Database, Environment
 from intellagent.errors import IntellagentError
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Request
-from intellagent_plugins.tooltalk.equivalence import STAMP, ToolMeta, mismatch
+from intellagent_plugins.tooltalk.environment.tools import NOT_LOGGED_IN, STAMP, session
+from intellagent_plugins.tooltalk.equivalence import ToolMeta, mismatch
 
-NOT_LOGGED_IN = "User is not logged in"
 UNREADABLE = "Failed to parse API call"
 LOGINS = ("UserLogin", "RegisterUser")
 
@@ -116,10 +116,6 @@ class World:
             db.close()
         return None
 
-    def session(self, db: Database) -> str | None:
-        record = db.get("world", "session")
-        return None if record is None else record["value"]
-
     def execute(self, db: Database, api_name: str, parameters: dict[str, Any] | None) -> ApiCall:
         """Run one call; the request is recorded as ToolTalk records it (with the session token
         it supplied)."""
@@ -128,7 +124,7 @@ class World:
         if api_name not in self.env.tools:
             return ApiCall(request=Request(api_name=api_name, parameters=parameters),
                            exception=f"API {api_name} not found")
-        token = self.session(db)
+        token = session(db)
         arguments = dict(parameters)
         if self.meta[api_name].auth:
             if token is None:

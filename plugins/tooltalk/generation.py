@@ -28,6 +28,7 @@ from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
+from intellagent_plugins.tooltalk.environment.data import PER_USER
 from intellagent_plugins.tooltalk.executor import World, tool_meta
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -263,8 +264,7 @@ class WriteConversation(Generator):
         db = ctx.env.seed_database()
         try:
             mine = {}
-            for table, column in (("alarms", "alarms"), ("calendars", "events"), ("inboxes", "emails"),
-                                  ("message_boxes", "messages"), ("reminder_lists", "reminders")):
+            for table, column in PER_USER.values():
                 row = db.get(table, user["username"])
                 if row and row[column]:
                     mine[column] = list(row[column].values())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -27,16 +27,17 @@ from intellagent_plugins.almita.sources import files_digest, read_intents, read_
 GENERATOR_ROLE = {"generator": "writes ALMITA's intents, procedures, APIs, graphs and conversations"}
 
 
-def filter_score(stage: str, rejection: Rejection | None) -> Score:
-    """The funnel's record of one generated artefact: kept, or removed by a rule."""
-    return Score(name="almita-filter", status="rejected" if rejection else "kept",
-                 labels={"stage": stage, "rule": rejection.rule if rejection else "kept"},
-                 note=rejection.detail if rejection else "")
-
-
-def rejected_note(broken: list[Rejection]) -> str:
-    note = broken[0].note()
-    return note + (f" (also: {', '.join(r.rule for r in broken[1:])})" if len(broken) > 1 else "")
+def filtered(value: Any, stage: str, broken: list[Rejection]) -> Output:
+    """A generated artefact through the funnel: kept, or removed by the first rule it breaks
+    (the others named in the note). Its score is the funnel's record of it."""
+    rejection = broken[0] if broken else None
+    score = Score(name="almita-filter", status="rejected" if rejection else "kept",
+                  labels={"stage": stage, "rule": rejection.rule if rejection else "kept"},
+                  note=rejection.detail if rejection else "")
+    if rejection is None:
+        return Output(value=value, scores=[score])
+    note = rejection.note() + (f" (also: {', '.join(r.rule for r in broken[1:])})" if len(broken) > 1 else "")
+    return Output(value=value, status="rejected", halt=True, note=note, scores=[score])
 
 
 def infra(value, outcome) -> Output:
@@ -216,12 +217,8 @@ class AlmitaApis(Extractor):
             apis = [api_from_draft(d) for d in drafts]
         checked = procedure.model_copy(update={"apis": apis})
         broken = check_apis(apis, drafts)
-        rejection = broken[0] if broken else None
-        value = CheckedProcedure(procedure=checked, rejection=rejection)
-        score = filter_score("apis", rejection)
-        if broken:
-            return Output(value=value, status="rejected", halt=True, note=rejected_note(broken), scores=[score])
-        return Output(value=value, scores=[score])
+        return filtered(CheckedProcedure(procedure=checked, rejection=broken[0] if broken else None),
+                        "apis", broken)
 
 
 # --- flowgraph ----------------------------------------------------------------------------------
@@ -258,10 +255,7 @@ class AlmitaFlowgraph(Extractor):
         broken = check_flowgraph(draft.nodes, draft.edges, [a.name for a in procedure.apis or []])
         graph = Flowgraph(procedure=procedure, nodes=draft.nodes, edges=draft.edges,
                           rejection=broken[0] if broken else None)
-        score = filter_score("flowgraphs", graph.rejection)
-        if broken:
-            return Output(value=graph, status="rejected", halt=True, note=rejected_note(broken), scores=[score])
-        return Output(value=graph, scores=[score])
+        return filtered(graph, "flowgraphs", broken)
 
 
 # --- conversation graph -------------------------------------------------------------------------
@@ -311,10 +305,7 @@ class AlmitaConversationGraph(Extractor):
         broken = check_conversation_graph(nodes, edges, [a.name for a in procedure.apis or []])
         graph = ConversationGraph(procedure=procedure, nodes=nodes, edges=edges,
                                   rejection=broken[0] if broken else None)
-        score = filter_score("graphs", graph.rejection)
-        if broken:
-            return Output(value=graph, status="rejected", halt=True, note=rejected_note(broken), scores=[score])
-        return Output(value=graph, scores=[score])
+        return filtered(graph, "graphs", broken)
 
 
 # --- noise ------------------------------------------------------------------------------------

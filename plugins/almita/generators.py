@@ -14,8 +14,7 @@ from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.almita.artefacts import (Action, Conversation, ConversationGraph,
                                                   ConversationPath, Message, PathStep, Rejection, TestCase)
-from intellagent_plugins.almita.extractors import (GENERATOR_ROLE, PromptsOnly, filter_score, infra,
-                                                  rejected_note)
+from intellagent_plugins.almita.extractors import GENERATOR_ROLE, PromptsOnly, filtered, infra
 from intellagent_plugins.almita.prompts import Prompts
 from intellagent_plugins.almita.rules import build_graph, placeholder
 from intellagent_plugins.almita.sampling import inverse_visit_paths, uniform_paths
@@ -163,11 +162,7 @@ class AlmitaConversation(Generator):
         messages, broken = check_conversation(path, outcome.value.turns)
         conversation = Conversation(id=path.conversation, procedure=path.procedure, messages=messages,
                                     rejection=broken[0] if broken else None)
-        score = filter_score("conversations", conversation.rejection)
-        if broken:
-            return Output(value=conversation, status="rejected", halt=True, note=rejected_note(broken),
-                          scores=[score])
-        return Output(value=conversation, scores=[score])
+        return filtered(conversation, "conversations", broken)
 
 
 # --- tests ------------------------------------------------------------------------------------

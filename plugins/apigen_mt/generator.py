@@ -24,7 +24,7 @@ from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, Bluepri
                                                      BlueprintResult, Call, Review)
 from intellagent_plugins.apigen_mt.committee import ROLES, CommitteeConfig, decide
 from intellagent_plugins.apigen_mt.prompts import prompts
-from intellagent_plugins.apigen_mt.validation import Draft, tool_schemas, validate
+from intellagent_plugins.apigen_mt.validation import Draft, problems_feedback, tool_schemas, validate
 
 PROMPTS = ("generator.system.md", "generate.md", "revise.md", "reviewer.system.md", "review.md",
            "combine.md")
@@ -129,6 +129,16 @@ class ReviewedGenerator(Generator):
     def fingerprint(self) -> Any:
         return self.texts.fingerprint()
 
+    async def review(self, ctx, attempt: Attempt) -> str | None:
+        """The committee's round on an attempt that passed the checks: its reviews, votes,
+        problems and feedback; the error when the committee could not answer."""
+        members, why = await self.committee.review(ctx, attempt.blueprint, attempt.diff)
+        if members is None:
+            return why
+        attempt.reviews = members
+        attempt.votes, attempt.problems, attempt.feedback = decide(self.config.committee, members)
+        return None
+
     async def run(self, ctx, **inputs: Any) -> Output[BlueprintResult]:
         result = await self.make(ctx, **inputs)
         if result.status == "infra-error":
@@ -166,13 +176,11 @@ class GenerateBlueprint(ReviewedGenerator):
             attempt.blueprint.persona = context.persona
             execution.close()
             if not problems:
-                members, why = await self.committee.review(ctx, attempt.blueprint, attempt.diff)
-                if members is None:
-                    return result.model_copy(update={"status": "infra-error", "error": why})
-                attempt.reviews = members
-                attempt.votes, attempt.problems, attempt.feedback = decide(self.config.committee, members)
+                error = await self.review(ctx, attempt)
+                if error is not None:
+                    return result.model_copy(update={"status": "infra-error", "error": error})
             else:
-                attempt.feedback = "\n".join(f"- [{p.stage}: {p.reason}] {p.message}" for p in problems)
+                attempt.feedback = problems_feedback(problems)
             result.attempts.append(attempt)
             if not attempt.problems:
                 result.status, result.blueprint = "accepted", attempt.blueprint

@@ -29,9 +29,10 @@ from intellagent.model import StrictModel
 from intellagent.steps import Sampler
 
 from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Call, Pair, Problem
-from intellagent_plugins.apigen_mt.committee import ROLES, decide
+from intellagent_plugins.apigen_mt.committee import ROLES
 from intellagent_plugins.apigen_mt.generator import ReviewedGenerator
-from intellagent_plugins.apigen_mt.validation import check_outputs, check_policy, check_testable, execute
+from intellagent_plugins.apigen_mt.validation import (check_outputs, check_policy, check_testable, execute,
+                                                     problems_feedback)
 
 
 class PairsConfig(StrictModel):
@@ -133,8 +134,7 @@ class Recombine(ReviewedGenerator):
         execution.close()
         if problems:
             result.attempts.append(Attempt(round=0, blueprint=merged, problems=problems, diff=diff,
-                                           feedback="\n".join(f"- [{p.stage}: {p.reason}] {p.message}"
-                                                              for p in problems)))
+                                           feedback=problems_feedback(problems)))
             return result
         previous, feedback = "", ""
         for round in range(self.config.review_rounds + 1):
@@ -150,11 +150,9 @@ class Recombine(ReviewedGenerator):
                 attempt.problems = [Problem(stage="format", reason="missing-part", message="the instruction is empty")]
                 attempt.feedback = "The instruction is empty."
             else:
-                members, why = await self.committee.review(ctx, blueprint, diff)
-                if members is None:
-                    return result.model_copy(update={"status": "infra-error", "error": why})
-                attempt.reviews = members
-                attempt.votes, attempt.problems, attempt.feedback = decide(self.config.committee, members)
+                error = await self.review(ctx, attempt)
+                if error is not None:
+                    return result.model_copy(update={"status": "infra-error", "error": error})
             result.attempts.append(attempt)
             if not attempt.problems:
                 result.status, result.blueprint = "accepted", blueprint

@@ -128,6 +128,11 @@ def execute(env, blueprint: Blueprint, *, stop_on_error: bool = True) -> Executi
                      results=[a.output for a in trace.actions])
 
 
+def problems_feedback(problems: list[Problem]) -> str:
+    """The problems as the generator reads them in its revision prompt."""
+    return "\n".join(f"- [{p.stage}: {p.reason}] {p.message}" for p in problems)
+
+
 def check_policy(env, trace: Trace) -> list[Problem]:
     return [Problem(stage="policy", reason=f.check, message=f.text()) for f in run_checks(env.checks, trace)]
 

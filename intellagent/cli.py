@@ -15,6 +15,10 @@ from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
                     "compare")
+STORE_OPTION = click.option(
+    "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
+    "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "
+    "intellagent.db in the workspace).")
 
 
 class Context:
@@ -284,9 +288,7 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
               help="The agent's prompt file to use instead of the environment's own.")
 @click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
-@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
-              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
-              "else intellagent.db in the workspace).")
+@STORE_OPTION
 @click.option("--executor", default=None, help="How items are spread: local (default), processes "
               "(one worker per core), ray.")
 @click.option("--workers", type=int, default=None, help="Workers of the processes or ray executor.")
@@ -311,7 +313,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     from intellagent.envs import environment_path
     from intellagent.plan import load_plan
     from intellagent.runner import run_plan
-    from intellagent.store import STORE_VARIABLE, open_store
+    from intellagent.store import open_store
 
     obj: Context = ctx.obj
     registry = obj.registry
@@ -334,7 +336,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         plan.spec.llm = plan.spec.llm.with_model(model)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
-    store = open_store(workspace, store_url or os.environ.get(STORE_VARIABLE) or plan.spec.store)
+    store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
                                   until=until, new_report=new_report))
@@ -374,9 +376,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
               show_default=True)
 @click.option("--format", "formats", default=None,
               help="Reporters to write, comma-separated (default: the pipeline's).")
-@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
-              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
-              "else intellagent.db in the workspace).")
+@STORE_OPTION
 @click.pass_obj
 def report(obj: Context, run: str, workspace: Path, formats: str | None, store_url: str | None) -> None:
     """Write RUN's reports again from the store (e.g. in another format, or after changing a
@@ -407,9 +407,7 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
 @click.option("--changes", default=20, show_default=True, help="Item changes to list.")
-@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
-              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
-              "else intellagent.db in the workspace).")
+@STORE_OPTION
 @click.pass_obj
 def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
             store_url: str | None) -> None:
@@ -447,9 +445,7 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
 @click.argument("run", default="latest")
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True, help="Workspace folder holding intellagent.db.")
-@click.option("--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
-              "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, "
-              "else intellagent.db in the workspace).")
+@STORE_OPTION
 def cost(run: str, workspace: Path, store_url: str | None) -> None:
     """Cost and tokens of RUN (a run id, or latest) by step and model: every call its results
     took, including calls made before a resume or for items it reused."""

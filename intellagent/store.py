@@ -235,10 +235,11 @@ def _safe(url: str) -> str:
         return "store"
 
 
-def open_store(workspace: str | Path, url: str | None = None) -> "Store":
-    """The store of a run: ``url`` (--store, or the pipeline's ``store:``), else the
-    ``INTELLAGENT_STORE`` environment variable, else ``intellagent.db`` in the workspace."""
-    url = url or os.environ.get(STORE_VARIABLE)
+def open_store(workspace: str | Path, url: str | None = None, default: str | None = None) -> "Store":
+    """The store of a run: ``url`` (--store), else the ``INTELLAGENT_STORE`` environment
+    variable, else ``default`` (the pipeline's ``store:``), else ``intellagent.db`` in the
+    workspace."""
+    url = url or os.environ.get(STORE_VARIABLE) or default
     if url:
         Path(workspace).mkdir(parents=True, exist_ok=True)  # reports still go to the workspace
         return Store(url)

@@ -544,8 +544,20 @@ def test_a_refused_connection_is_not_reported_as_a_timeout():
 
 
 def test_a_garbled_response_body_is_transient_even_inside_structured_output(openai_server):
-    openai_server.schedule("malformed", "malformed", "malformed", "malformed")
+    openai_server.schedule("malformed", "malformed", "malformed")
     llm = http_llm(openai_server, validation_retries=2, max_retries=3)
     out = run(llm.structured(USER, Policies))
     run(llm.aclose())
-    assert out.ok, out.error  # four garbled bodies in a row, then an answer: retried, not "invalid output"
+    # three garbled bodies in a row, then an answer: retried as transport faults (one attempt
+    # each), never spent as validation attempts or reported as "invalid output"
+    assert out.ok, out.error
+    assert out.attempts == 4 and len(openai_server.requests) == 4
+
+
+def test_garbled_bodies_to_the_end_are_a_malformed_response_not_invalid_output(openai_server):
+    openai_server.schedule(*["malformed"] * 4)
+    llm = http_llm(openai_server, validation_retries=2, max_retries=3)
+    out = run(llm.structured(USER, Policies))
+    run(llm.aclose())
+    assert out.status.value == "infra-error" and out.error.startswith("malformed-response")
+    assert "after 4 attempts" in out.error

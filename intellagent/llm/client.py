@@ -145,7 +145,8 @@ class LLM:
     async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
                     invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]], item: str | None,
                     decode: Callable[[Any], Any], encode: Callable[[Any], Any]) -> Outcome:
-        key = request.key()
+        text = request.canonical()
+        key = request.key(text)
         settings = self.settings_for(role)
         record = dict(run_id=self.run_id, stage=stage, role=role, model=request.model, kind=kind,
                       request_hash=key, item_key=item)
@@ -155,6 +156,9 @@ class LLM:
         record["provider"] = getattr(provider, "name", None) or type(provider).__name__
         cacheable = self.cache_enabled and getattr(provider, "cacheable", False)
 
+        # the rate limiter's token estimate: the whole request as text (tools and schema are
+        # prompt tokens too), about four characters a token, plus the answer's allowance
+        estimate = len(text) // 4 + (request.max_tokens or 256)
         if cacheable:
             hit = self.store.cached(key)
             shared_future = self._inflight.get(key) if hit is None else None
@@ -174,7 +178,7 @@ class LLM:
             self._inflight[key] = future
             try:
                 outcome = await self._ask(record, request, settings, provider, invoke, encode, key,
-                                          kind, cacheable)
+                                          kind, cacheable, estimate)
                 future.set_result(outcome)
                 return outcome
             except BaseException as exc:
@@ -185,14 +189,14 @@ class LLM:
                 if self._inflight.get(key) is future:
                     del self._inflight[key]
         return await self._ask(record, request, settings, provider, invoke, encode, key, kind,
-                               cacheable)
+                               cacheable, estimate)
 
     async def _ask(self, record: dict[str, Any], request: ChatRequest, settings: ModelSettings,
                    provider: Any, invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
-                   encode: Callable[[Any], Any], key: str, kind: str, cacheable: bool) -> Outcome:
+                   encode: Callable[[Any], Any], key: str, kind: str, cacheable: bool,
+                   estimate: int) -> Outcome:
         """Ask the provider, with retries; record the call; cache the answer."""
         timeout = settings.timeout or self.settings.timeout
-        estimate = len(json.dumps(request.messages)) // 4 + (request.max_tokens or 256)
         started = time.perf_counter()
         queued = 0.0  # waiting for a concurrency slot and the rate limiter, not for the model
         attempts = 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
+import weakref
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
 T = TypeVar("T")
 
@@ -58,9 +61,54 @@ class ChatRequest(BaseModel):
                                   "(the step item it is asked for, a trial, a candidate): part of "
                                   "the key and of the seed, never sent to the model.")
 
-    def key(self) -> str:
-        text = json.dumps(self.model_dump(), sort_keys=True, ensure_ascii=False, default=str)
+    def canonical(self) -> str:
+        """The request as sorted-key JSON text (the fields are plain JSON already: read as they
+        are, not through ``model_dump``, which copies a long conversation value by value)."""
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+
+    def key(self, canonical: str | None = None) -> str:
+        text = self.canonical() if canonical is None else canonical
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_SCHEMAS: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+class ResponseModel(BaseModel):
+    """Base of the response models a step builds for one call (one field per policy id, say).
+
+    pydantic builds a model's JSON Schema anew whenever it is asked, and one structured call asks
+    three times (the cache key, instructor's tool definition, instructor's own subclass of the
+    model): milliseconds per call for a model with nested definitions. A ``ResponseModel``'s
+    schema is built once per class, and a subclass that adds no fields (instructor's wrapper)
+    shares its parent's. Each caller gets its own copy (instructor edits what it gets)."""
+
+    @classmethod
+    def model_json_schema(cls, by_alias: bool | None = None, ref_template: str = DEFAULT_REF_TEMPLATE,
+                          schema_generator: type[GenerateJsonSchema] = GenerateJsonSchema,
+                          mode: Any = "validation", **kwargs: Any) -> dict[str, Any]:
+        if (by_alias, ref_template, schema_generator, mode, kwargs) != \
+                (None, DEFAULT_REF_TEMPLATE, GenerateJsonSchema, "validation", {}):
+            return super().model_json_schema(by_alias, ref_template, schema_generator, mode, **kwargs)
+        owner = cls
+        while _same_schema_as_parent(owner):
+            owner = owner.__bases__[0]
+        schema = _SCHEMAS.get(owner)
+        if schema is None:
+            schema = _SCHEMAS[owner] = super(ResponseModel, owner).model_json_schema()
+        return copy.deepcopy(schema)
+
+
+def _same_schema_as_parent(cls: type) -> bool:
+    """``cls`` only wraps its first base (same name, docstring and fields), as instructor's
+    ``response_schema`` does (its ``functools.wraps`` copies the base's annotations)."""
+    base = cls.__bases__[0]
+    if base is ResponseModel or not issubclass(base, ResponseModel):
+        return False
+    own = cls.__dict__.get("__annotations__")
+    return (not own or own is base.__dict__.get("__annotations__")) and cls.__name__ == base.__name__ \
+        and cls.__doc__ == base.__doc__ and cls.model_fields.keys() == base.model_fields.keys()
 
 
 class Status(str, Enum):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, create_model
 
 from intellagent.conversation import Dialog
+from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Critic, Output, Score
@@ -55,7 +56,7 @@ def _judgement_model(policies: list[EventPolicy]) -> type[BaseModel]:
     """One finding per policy id, so the answer cannot skip, reorder or invent a policy."""
     findings = create_model("Findings", **{
         f"p{i}": (PolicyFinding, Field(alias=p.id)) for i, p in enumerate(policies)})
-    return create_model("Judgement",
+    return create_model("Judgement", __base__=ResponseModel,
                         policies=(findings, Field(description="Per policy id.")),
                         completed=(bool, Field(description="Was the user's request completed as a "
                                                            "correct agent would complete it?")),

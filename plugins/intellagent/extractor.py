@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Extractor, Output
@@ -67,7 +68,7 @@ def _scores_model(others: list[Policy]) -> type[BaseModel]:
     """A score for exactly the listed policies, each under its id, so the answer cannot skip,
     reorder or invent one."""
     fields = {f"w{i}": (Score, Field(alias=p.id, description=p.text[:120])) for i, p in enumerate(others)}
-    return create_model(f"EdgeScores{len(others)}", **fields)
+    return create_model(f"EdgeScores{len(others)}", __base__=ResponseModel, **fields)
 
 
 PROMPTS = ("analyst.system.md", "task_and_flows.md", "flows.md", "policies.md", "edges.md",

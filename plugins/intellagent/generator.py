@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, create_model
 from intellagent.environment import Database, Row, RowError
 from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
+from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Generator, Output
@@ -74,7 +75,7 @@ def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: i
     if tables:
         fields["entities"] = (list[_entity_model(tuple(tables))], Field(min_length=1, max_length=max_entities))
         fields["end_state"] = (list[ExpectationDraft], Field(default_factory=list, max_length=8))
-    return create_model("ScenarioDraft", **fields)
+    return create_model("ScenarioDraft", __base__=ResponseModel, **fields)
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,5 +1,6 @@
 """Any OpenAI-compatible endpoint (OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp server, LiteLLM
-proxy) through the async ``openai`` client, with ``instructor`` for structured outputs."""
+proxy): chat completions over aiohttp, answers read into the ``openai`` package's types, and
+``instructor`` for structured outputs."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import asyncio
 import json
 import logging
 import os
-import traceback
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+import aiohttp
 import instructor
-import openai
 from instructor.core import InstructorRetryException
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
@@ -25,6 +26,8 @@ from intellagent_plugins.providers import instructor_memo
 
 M = TypeVar("M", bound=BaseModel)
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+OPENAI_API = "https://api.openai.com/v1"
+USER_AGENT = "intellagent (OpenAI-compatible client)"
 PROBE_TRIES = 4  # attempts of one mode through transient faults
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
@@ -64,31 +67,63 @@ class OpenAIProvider:
             api_key = "local"
         self.model = settings.model
         self.base_url = base_url
-        self._client_args = dict(base_url=base_url, api_key=api_key, max_retries=0,
-                                 timeout=settings.timeout or 120.0)
-        self._clients: dict[int, tuple[openai.AsyncOpenAI, dict[str, Any]]] = {}
+        self._url = (base_url or OPENAI_API).rstrip("/") + "/chat/completions"
+        self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
+                         "User-Agent": USER_AGENT}
+        self._timeout = aiohttp.ClientTimeout(total=settings.timeout or 120.0)
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, dict[str, Any]]] = {}
         # auto: the OpenAI API itself is known to take a forced tool call; any other endpoint
         # is probed once (per process) and the first mode that works is kept
         self.mode: str | None = settings.structured if settings.structured != "auto" else (
             "tools" if base_url is None else None)
         self._probe_lock: asyncio.Lock | None = None
 
-    def _for_this_loop(self, mode: str = "tools") -> tuple[openai.AsyncOpenAI, Any]:
-        """HTTP connections belong to one event loop: one client per loop that uses us."""
-        loop = id(asyncio.get_running_loop())
+    def _for_this_loop(self, mode: str = "tools") -> tuple[aiohttp.ClientSession, Any]:
+        """HTTP connections belong to one event loop: one session per loop that uses us, and
+        over it one instructor client per structured-output mode."""
+        loop = asyncio.get_running_loop()
         if loop not in self._clients:
-            # aiohttp moves requests with about a third less CPU than the default httpx transport
-            http = openai.DefaultAioHttpClient() if hasattr(openai, "DefaultAioHttpClient") else None
-            client = openai.AsyncOpenAI(**self._client_args, **({"http_client": http} if http else {}))
-            self._clients[loop] = (client, {})
-        client, by_mode = self._clients[loop]
+            self._forget_closed_loops()
+            # no connection cap of its own: the LLM layer's semaphore decides how many are in flight
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                            timeout=self._timeout, trust_env=True)
+            self._clients[loop] = (session, {})
+        session, by_mode = self._clients[loop]
         if mode not in by_mode:
-            # instructor over our lean create (below), exactly as from_openai wraps the SDK's
             by_mode[mode] = instructor.AsyncInstructor(
-                client=client, create=instructor.patch(create=_lean_create(client), mode=MODES[mode]),
+                client=None, create=instructor.patch(create=self._completion(session), mode=MODES[mode]),
                 mode=MODES[mode])
             instructor_memo.apply()  # after patch, which imports the modules to patch
-        return client, by_mode[mode]
+        return session, by_mode[mode]
+
+    async def _post(self, session: aiohttp.ClientSession, params: dict[str, Any]) -> bytes:
+        """One request to ``/chat/completions``; the body of a 2xx answer, or a ProviderError.
+
+        We send the body as it is and read the answer ourselves: the ``openai`` SDK walks every
+        request through its TypedDict annotations and builds its answer objects in pure Python,
+        several times the CPU of the HTTP exchange itself (``bench/llm_bench.py``)."""
+        body = json.dumps({k: v for k, v in params.items() if v is not None})
+        try:
+            async with session.post(self._url, data=body, headers=self._headers) as response:
+                raw = await response.read()
+                if response.status < 400:
+                    return raw
+                status, retry_after = response.status, response.headers.get("retry-after")
+        except asyncio.TimeoutError as exc:
+            raise RequestTimeout("request timed out") from exc
+        except aiohttp.ClientConnectorError as exc:
+            refused = isinstance(exc.os_error, ConnectionRefusedError) or "refused" in str(exc).lower()
+            raise ConnectionLost(f"connection {'refused' if refused else 'failed'}: {_short(exc)}") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise ConnectionLost(f"connection failed: {type(exc).__name__}: {_short(exc)}") from exc
+        raise _status_error(status, raw, retry_after)
+
+    def _completion(self, session: aiohttp.ClientSession) -> Any:
+        """``chat.completions.create`` for instructor: the answer as the SDK's ChatCompletion."""
+
+        async def create(**params: Any) -> ChatCompletion:
+            return _read_completion(await self._post(session, params))
+        return create
 
     async def structured_mode(self) -> str:
         """The structured-output mode of this endpoint (probed once when ``auto``)."""
@@ -140,20 +175,22 @@ class OpenAIProvider:
         return params
 
     async def chat(self, request: ChatRequest) -> ChatReply:
+        session, _ = self._for_this_loop()
+        data = _read_json(await self._post(session, self._params(request)))
         try:
-            client, _ = self._for_this_loop()
-            response = await _lean_create(client)(**self._params(request))
-        except Exception as exc:
-            raise _translate(exc) from exc
-        choice = response.choices[0]
-        usage = response.usage
-        return ChatReply(
-            content=choice.message.content,
-            tool_calls=[ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
-                        for c in (choice.message.tool_calls or [])],
-            finish_reason=choice.finish_reason,
-            usage=Usage(prompt_tokens=usage.prompt_tokens if usage else 0,
-                        completion_tokens=usage.completion_tokens if usage else 0))
+            choice = data["choices"][0]
+            message = choice["message"]
+            usage = data.get("usage") or {}
+            return ChatReply(
+                content=message.get("content"),
+                tool_calls=[ToolCall(id=c.get("id") or "", name=c["function"]["name"],
+                                     arguments=c["function"].get("arguments") or "")
+                            for c in (message.get("tool_calls") or [])],
+                finish_reason=choice.get("finish_reason"),
+                usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                            completion_tokens=usage.get("completion_tokens") or 0))
+        except (KeyError, IndexError, TypeError, AttributeError, ValidationError) as exc:
+            raise MalformedResponse(f"the response is not a chat completion: {_short(exc)}") from exc
 
     async def structured(self, request: ChatRequest, response_model: type[M],
                          validation_retries: int) -> tuple[M, Usage]:
@@ -175,25 +212,58 @@ class OpenAIProvider:
         return value, usage
 
     async def aclose(self) -> None:
-        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client[0].close()
+        self._forget_closed_loops()
+
+    def _forget_closed_loops(self) -> None:
+        """Sessions of event loops that have ended (``asyncio.run`` per call, as tests and
+        scripts do): their sockets are closed now, without the loop they belonged to."""
+        for loop in [loop for loop in self._clients if loop.is_closed()]:
+            session, _ = self._clients.pop(loop)
+            connector = session.connector
+            session.detach()
+            if connector is not None:
+                connector._close()  # the synchronous half of close(); there is no loop to await on
 
 
-def _lean_create(client: openai.AsyncOpenAI) -> Any:
-    """``chat.completions.create`` without the SDK's request transform.
+def _read_json(raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:  # a truncated or garbled body: a transport fault
+        raise MalformedResponse(f"the response body was not valid JSON: {_short(exc)}") from exc
+    if not isinstance(data, dict) or not data.get("choices"):
+        raise MalformedResponse(f"the response is not a chat completion: {raw[:200]!r}")
+    return data
 
-    The SDK walks every request body through its TypedDict annotations before sending it (to
-    rename aliased keys and format dates; a chat request has neither), which costs several ms of
-    CPU per call on a long conversation with tools: more than everything else the client does.
-    We send the body as it is through the SDK's documented ``post`` (same auth, headers, timeout,
-    error classes and response parsing)."""
-    from openai.types.chat import ChatCompletion
 
-    async def create(**params: Any) -> ChatCompletion:
-        body = {k: v for k, v in params.items() if v is not None and not isinstance(v, (openai.NotGiven, openai.Omit))}
-        return await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-    return create
+def _read_completion(raw: bytes) -> ChatCompletion:
+    """The SDK's ChatCompletion, validated by pydantic-core (microseconds); an answer that does
+    not fit its declared types (servers omit ``id`` or invent a finish reason) is read as
+    leniently as the SDK itself reads every answer."""
+    try:
+        return ChatCompletion.model_validate_json(raw)
+    except ValidationError:
+        return ChatCompletion.model_construct(**_read_json(raw))  # the SDK's lenient reader
+
+
+def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderError:
+    try:
+        error = json.loads(raw).get("error")
+        text = (error.get("message") if isinstance(error, dict) else error) or raw.decode(errors="replace")
+    except (ValueError, AttributeError):
+        text = raw.decode(errors="replace")
+    text = _short(Exception(text)) if text else "(no body)"
+    if status == 429:
+        try:
+            wait = float(retry_after) if retry_after else None
+        except ValueError:
+            wait = None
+        return RateLimited(f"429 rate limited: {text}", wait)
+    if status >= 500:
+        return ServerError(f"{status} from server: {text}")
+    return RequestRejected(f"{status}: {text}")
 
 
 def _short(exc: BaseException) -> str:
@@ -210,22 +280,11 @@ def _classify(exc: InstructorRetryException, model_name: str) -> ProviderError:
     # attempts holds only the validation failures)
     last = exc.__cause__ or (attempts[-1].exception if attempts else exc)
     for cause in _chain(last):
-        if isinstance(cause, (ProviderError, openai.APIError)) and not isinstance(
-                cause, openai.APIResponseValidationError):
-            return _translate(cause)
-        if isinstance(cause, json.JSONDecodeError) and _raised_reading_http(cause):
-            return MalformedResponse(f"the response body was not valid JSON: {_short(cause)}")
+        if isinstance(cause, ProviderError):
+            return cause
     n = getattr(exc, "n_attempts", None) or len(attempts) or 1
     return OutputInvalid(f"output did not fit {model_name} after {n} attempt{'s' if n > 1 else ''}: "
                          f"{_short(last)}")
-
-
-def _raised_reading_http(exc: BaseException) -> bool:
-    """A JSON error raised while reading the HTTP response (a truncated or garbled body: a
-    transport fault), not while reading the model's output."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return any(("httpx" in f.filename and "_models" in f.filename) or "openai/_response" in f.filename
-               or "openai/_legacy_response" in f.filename for f in frames)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -237,36 +296,9 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _translate(exc: BaseException) -> ProviderError:
+    """Our transport raises ProviderErrors; anything else reached us from instructor."""
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, openai.RateLimitError):
-        retry_after = None
-        header = exc.response.headers.get("retry-after") if exc.response is not None else None
-        if header:
-            try:
-                retry_after = float(header)
-            except ValueError:
-                retry_after = None
-        return RateLimited(f"429 rate limited: {_short(exc)}", retry_after)
-    if isinstance(exc, openai.APITimeoutError):
-        # the aiohttp transport reports a refused connection or a dropped one as a timeout
-        causes = _chain(exc)[1:]
-        refused = next((c for c in causes if isinstance(c, ConnectionRefusedError)), None)
-        if refused is not None:
-            return ConnectionLost(f"connection refused: {_short(refused)}")
-        for cause in causes:
-            if isinstance(cause, OSError) and not isinstance(cause, TimeoutError) or \
-                    "disconnected" in str(cause).lower():
-                return ConnectionLost(f"connection failed: {_short(cause)}")
-        return RequestTimeout("request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return ConnectionLost(f"connection failed: {_short(exc.__cause__ or exc)}")
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code >= 500:
-            return ServerError(f"{exc.status_code} from server: {_short(exc)}")
-        return RequestRejected(f"{exc.status_code}: {_short(exc)}")
-    if isinstance(exc, (json.JSONDecodeError, openai.APIResponseValidationError)):
-        return MalformedResponse(f"response was not valid JSON: {_short(exc)}")
     if isinstance(exc, ValidationError):
         return OutputInvalid(_short(exc))
     return ServerError(f"{type(exc).__name__}: {_short(exc)}")

@@ -10,11 +10,12 @@ from typing import Literal
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, create_model, field_validator
+from pydantic.json_schema import GenerateJsonSchema
 
 from intellagent.cli import cli
 from intellagent.errors import ConfigError
-from intellagent.llm import LLM, Status
+from intellagent.llm import LLM, ResponseModel, Status
 from intellagent.llm.errors import RealModelForbidden
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, Price
 from intellagent.store import Store
@@ -561,3 +562,34 @@ def test_garbled_bodies_to_the_end_are_a_malformed_response_not_invalid_output(o
     run(llm.aclose())
     assert out.status.value == "infra-error" and out.error.startswith("malformed-response")
     assert "after 4 attempts" in out.error
+
+@pytest.mark.parametrize("base", [ResponseModel, BaseModel])
+def test_a_per_call_response_model_has_its_schema_built_once(base, openai_server, monkeypatch):
+    """A model made for one call (a field per policy id) is asked for its JSON Schema by our
+    cache key, instructor's tool definition and instructor's subclass of it: built once."""
+    built = []
+    generate = GenerateJsonSchema.generate
+    monkeypatch.setattr(GenerateJsonSchema, "generate",
+                        lambda self, *a, **k: built.append(1) or generate(self, *a, **k))
+    model = create_model("Judgement", __base__=base, **{
+        f"p{i}": (Policies, Field(alias=f"P-{i}")) for i in range(3)})
+    llm = http_llm(openai_server)
+    out = run(llm.structured(USER, model))
+    run(llm.aclose())
+    assert out.ok, out.error
+    sent = openai_server.requests[-1]["tools"][0]["function"]["parameters"]
+    assert sorted(sent["properties"]) == ["P-0", "P-1", "P-2"] and "Policies" in json.dumps(sent)
+    assert len(built) == 1 if base is ResponseModel else len(built) >= 2  # BaseModel: rebuilt per asker
+
+
+def test_a_response_model_schema_is_shared_only_with_a_subclass_adding_nothing():
+    model = create_model("Judgement", __base__=ResponseModel, a=(str, Field(alias="P-1")))
+    first = model.model_json_schema()
+    first["title"] = "edited by a caller"
+    assert model.model_json_schema()["title"] == "Judgement"  # each caller gets its own copy
+
+    class More(model):
+        b: int = 0
+
+    assert sorted(More.model_json_schema()["properties"]) == ["P-1", "b"]
+    assert model.model_json_schema(by_alias=False)["properties"].keys() == {"a"}

@@ -24,6 +24,14 @@ class ToolReturns(StrictModel):
     description: str = ""
 
 
+def _unwrapped(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _unwrapped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrapped(v) for v in value]
+    return value
+
+
 class ToolSpec(StrictModel):
     """One tool the agent under test may call."""
 
@@ -42,6 +50,13 @@ class ToolSpec(StrictModel):
                                  "that need more than the call (e.g. how two invocations are "
                                  "compared, parameters the harness injects).")
     _source: str = PrivateAttr(default="")
+
+    @field_validator("parameters", "meta", mode="after")
+    @classmethod
+    def _plain_containers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Plain dicts and lists, not the YAML reader's commented containers: the schema goes
+        into every agent request and is serialised there (ruamel's containers iterate in Python)."""
+        return _unwrapped(value)
 
     @field_validator("parameters")
     @classmethod

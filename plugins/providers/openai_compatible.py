@@ -9,6 +9,7 @@ import json
 import logging
 import os
 from typing import Any, TypeVar
+import urllib.request
 from urllib.parse import urlparse
 
 import aiohttp
@@ -71,6 +72,7 @@ class OpenAIProvider:
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                          "User-Agent": USER_AGENT}
         self._timeout = aiohttp.ClientTimeout(total=settings.timeout or 120.0)
+        self._proxy = _proxy_for(self._url)
         self._clients: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, dict[str, Any]]] = {}
         # auto: the OpenAI API itself is known to take a forced tool call; any other endpoint
         # is probed once (per process) and the first mode that works is kept
@@ -85,8 +87,10 @@ class OpenAIProvider:
         if loop not in self._clients:
             self._forget_closed_loops()
             # no connection cap of its own: the LLM layer's semaphore decides how many are in flight
+            # proxies from the environment are looked up once (_proxy_for): aiohttp's
+            # trust_env reads them and ~/.netrc in a thread on every request
             session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                            timeout=self._timeout, trust_env=True)
+                                            timeout=self._timeout)
             self._clients[loop] = (session, {})
         session, by_mode = self._clients[loop]
         if mode not in by_mode:
@@ -104,7 +108,8 @@ class OpenAIProvider:
         several times the CPU of the HTTP exchange itself (``bench/llm_bench.py``)."""
         body = json.dumps({k: v for k, v in params.items() if v is not None})
         try:
-            async with session.post(self._url, data=body, headers=self._headers) as response:
+            async with session.post(self._url, data=body.encode(), headers=self._headers,
+                                    proxy=self._proxy) as response:
                 raw = await response.read()
                 if response.status < 400:
                     return raw
@@ -226,6 +231,15 @@ class OpenAIProvider:
             session.detach()
             if connector is not None:
                 connector._close()  # the synchronous half of close(); there is no loop to await on
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) names for ``url``."""
+    parts = urlparse(url)
+    host = parts.hostname or ""
+    if _is_local(url) or urllib.request.proxy_bypass(host):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _read_json(raw: bytes) -> dict[str, Any]:

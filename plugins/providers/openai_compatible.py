@@ -8,8 +8,8 @@ import asyncio
 import json
 import logging
 import os
-from typing import Any, TypeVar
 import urllib.request
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import aiohttp
@@ -86,9 +86,9 @@ class OpenAIProvider:
         loop = asyncio.get_running_loop()
         if loop not in self._clients:
             self._forget_closed_loops()
-            # no connection cap of its own: the LLM layer's semaphore decides how many are in flight
-            # proxies from the environment are looked up once (_proxy_for): aiohttp's
-            # trust_env reads them and ~/.netrc in a thread on every request
+            # no connection cap of its own (the LLM layer's semaphore decides how many requests
+            # are in flight), and no trust_env: aiohttp would read the proxy variables and
+            # ~/.netrc in a thread on every request; _proxy_for read them once
             session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
                                             timeout=self._timeout)
             self._clients[loop] = (session, {})
@@ -268,7 +268,7 @@ def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderE
         text = (error.get("message") if isinstance(error, dict) else error) or raw.decode(errors="replace")
     except (ValueError, AttributeError):
         text = raw.decode(errors="replace")
-    text = _short(Exception(text)) if text else "(no body)"
+    text = _first_line(text) or "(no body)"
     if status == 429:
         try:
             wait = float(retry_after) if retry_after else None
@@ -280,9 +280,13 @@ def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderE
     return RequestRejected(f"{status}: {text}")
 
 
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    return _first_line(str(exc)) or type(exc).__name__
 
 
 def _classify(exc: InstructorRetryException, model_name: str) -> ProviderError:

@@ -91,21 +91,31 @@ VERSIONS = "_intellagent_versions"
 are equal share that table's content: one is a copy of the other and neither wrote to it since.
 Hashes and diffs skip what did not change."""
 
+CHANGED = "_intellagent_changed"
+"""The keys written (inserted, updated or deleted) per table since the database was made or
+copied, by the same triggers: a hash or a diff against the copy's origin reads only those rows."""
 
-def _track_versions(conn: sqlite3.Connection, tables: list[str],
+
+def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema,
                     versions: dict[str, int] | None = None) -> None:
-    """The version table and its triggers, in the connection's TEMP schema: the database itself
-    holds only the environment's tables (a copy gets them anew, with the original's tokens)."""
+    """The version and changed-key tables and their triggers, in the connection's TEMP schema:
+    the database itself holds only the environment's tables (a copy gets them anew, with the
+    original's tokens and no changed keys)."""
+    tables = list(schema.tables)
     script = _VERSION_SCRIPTS.get(tuple(tables))
     if script is None:
-        parts = [f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);"]
+        parts = [f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+                 f"CREATE TEMP TABLE {CHANGED} (name TEXT NOT NULL, k NOT NULL, PRIMARY KEY (name, k));"]
         for t in tables:
             quoted = "'" + t.replace("'", "''") + "'"
+            pk = _q(schema.tables[t].primary_key)
             parts.append(f"INSERT INTO temp.{VERSIONS} VALUES ({quoted}, random());")
-            for event in ("INSERT", "UPDATE", "DELETE"):
+            for event, rows in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
+                marks = " ".join(f"INSERT OR IGNORE INTO {CHANGED} VALUES ({quoted}, {r}.{pk});"
+                                 for r in rows)
                 parts.append(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
                              f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
-                             f"WHERE name = {quoted}; END;")
+                             f"WHERE name = {quoted}; {marks} END;")
         script = _VERSION_SCRIPTS[tuple(tables)] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
     conn.executescript(script)  # one transaction: one journal pass for the whole set-up
     if versions:
@@ -152,6 +162,7 @@ class Database:
         self.schema = schema
         self.conn = connection
         self._depth = 0
+        self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
 
     # -- construction -------------------------------------------------------------------
 
@@ -162,8 +173,10 @@ class Database:
         dialect = sqlite_dialect.dialect()
         for table in sqlalchemy_metadata(schema).sorted_tables:
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
-        _track_versions(conn, list(schema.tables))
-        return cls(schema, conn)
+        _track_versions(conn, schema)
+        db = cls(schema, conn)
+        db._base = db.versions()
+        return db
 
     @classmethod
     def from_dump(cls, schema: DatabaseSchema, dump: Dump) -> "Database":
@@ -182,8 +195,10 @@ class Database:
         conn.execute("PRAGMA foreign_keys = ON")
         versions = self.versions()
         if versions is not None:
-            _track_versions(conn, list(self.schema.tables), versions)
-        return Database(self.schema, conn)
+            _track_versions(conn, self.schema, versions)
+        db = Database(self.schema, conn)
+        db._base = versions
+        return db
 
     def close(self) -> None:
         self.conn.close()
@@ -360,39 +375,75 @@ class Database:
         """The whole database as plain JSON, table → key → record."""
         return {t: dict(self._select(t)) for t in self.schema.tables}
 
+    def changed_keys(self, table: str) -> list[Any] | None:
+        """The primary keys written in ``table`` (inserted, updated or deleted) since this database
+        was made or copied; None for a database made elsewhere."""
+        if self._base is None:
+            return None
+        return [r[0] for r in self.conn.execute(f"SELECT k FROM temp.{CHANGED} WHERE name = ?", (table,))]
+
+    def base_versions(self) -> dict[str, int] | None:
+        """The version tokens this database was made or copied with (see ``VERSIONS``)."""
+        return self._base
+
     def hash(self) -> str:
-        """``state_hash(self.dump())``, computed row by row with a cache of unchanged rows."""
-        # The hash text of each row already seen, keyed by its raw SQLite values: states that
-        # share most rows (every conversation's database) hash without decoding those rows again.
-        cache = self.schema._row_hash_text
-        if len(cache) > 50_000:  # seed rows and recent ones; bounded for long runs
-            cache.clear()
-        texts = self.schema._table_hash_text  # a table not written since a copy: its text as is
-        if len(texts) > 32:
-            texts.clear()
-        versions = self.versions() or {}
+        """``state_hash(self.dump())``, computed table by table and row by row from caches.
+
+        A table whose version was hashed before is reused as it is; a table written since this
+        database was copied from a hashed one is that table's rows with only the changed keys
+        read again; any other table is read whole. Rows already seen (every conversation's
+        database shares most rows with the seed) are not decoded again."""
         tables = []
+        versions = self.versions() or {}
         for tname in sorted(self.schema.tables):
             version = versions.get(tname)
-            known = texts.get((tname, version)) if version is not None else None
-            if known is not None:
-                tables.append(known)
-                continue
-            table = self.schema.tables[tname]
-            cols = ", ".join(_q(c) for c in table.columns)
-            rows = []
-            for raw in self.conn.execute(f"SELECT {cols} FROM {_q(tname)}"):
-                entry = cache.get((tname, raw))
-                if entry is None:
-                    key, record = self._decode(table, raw)
-                    entry = (key, f"({key!r}, {_hashable(record)})")
-                    cache[(tname, raw)] = entry
-                rows.append(entry)
-            rows.sort(key=lambda e: e[0])
-            tables.append(f"({tname!r}, {_tuple_text([r[1] for r in rows])})")
-            if version is not None:
-                texts[(tname, version)] = tables[-1]
+            known = _lru_get(self.schema._table_hash_text, (tname, version)) if version is not None else None
+            if known is None:
+                entries = self._row_texts(tname)
+                known = (entries, f"({tname!r}, {_tuple_text([entries[k] for k in sorted(entries)])})")
+                if version is not None:
+                    _lru_put(self.schema._table_hash_text, (tname, version), known, 64)
+            tables.append(known[1])
         return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
+
+    def _row_texts(self, tname: str) -> dict[str, str]:
+        """Key → the row's text in the state hash, for every row of ``tname``."""
+        table = self.schema.tables[tname]
+        cols = ", ".join(_q(c) for c in table.columns)
+        base = (self._base or {}).get(tname)
+        origin = _lru_get(self.schema._table_hash_text, (tname, base)) if base is not None else None
+        changed = self.changed_keys(tname) if origin is not None else None
+        if changed is not None and len(changed) <= 500:  # SQLite's limit on parameters is higher
+            entries = dict(origin[0])
+            for key in changed:
+                entries.pop(str(key), None)
+            rows = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} WHERE {_q(table.primary_key)} "
+                                     f"IN ({', '.join('?' * len(changed))})", changed) if changed else ()
+        else:
+            entries, rows = {}, self.conn.execute(f"SELECT {cols} FROM {_q(tname)}")
+        cache = self.schema._row_hash_text  # raw SQLite values → (key, text)
+        if len(cache) > 50_000:  # seed rows and recent ones; bounded for long runs
+            cache.clear()
+        for raw in rows:
+            entry = cache.get((tname, raw))
+            if entry is None:
+                key, record = self._decode(table, raw)
+                entry = cache[(tname, raw)] = (key, f"({key!r}, {_hashable(record)})")
+            entries[entry[0]] = entry[1]
+        return entries
+
+
+def _lru_get(cache: dict, key: Any) -> Any:
+    value = cache.pop(key, None)
+    if value is not None:
+        cache[key] = value  # most recently used last
+    return value
+
+
+def _lru_put(cache: dict, key: Any, value: Any, bound: int) -> None:
+    cache[key] = value
+    while len(cache) > bound:
+        del cache[next(iter(cache))]
 
 
 def row_problems(table: Table, row: dict[str, Any]) -> list[str]:

@@ -71,7 +71,8 @@ class DatabaseSchema(StrictModel):
     description: str = ""
     tables: dict[str, Table]
     _row_hash_text: dict[tuple, tuple[str, str]] = PrivateAttr(default_factory=dict)
-    _table_hash_text: dict[tuple, str] = PrivateAttr(default_factory=dict)  # (table, version) → text
+    # (table, version) → (key → row text, table text), least recently used first
+    _table_hash_text: dict[tuple, tuple[dict[str, str], str]] = PrivateAttr(default_factory=dict)
     _decoders: dict[int, Any] = PrivateAttr(default_factory=dict)  # id(table) → row decoder
 
     @model_validator(mode="after")

@@ -87,6 +87,16 @@ def diff_dumps(before: Dump, after: Dump) -> DbDiff:
     return result
 
 
+def _written_since(before: Database, after: Database, table: str) -> list | None:
+    """The keys of ``table`` written in ``after`` when it was copied from ``before`` as ``before``
+    is now (their version tokens for the table match); None when unknown or too many to list."""
+    base, now = after.base_versions(), before.versions()
+    if not base or not now or table not in now or base.get(table) != now[table]:
+        return None
+    keys = after.changed_keys(table)
+    return keys if keys is not None and len(keys) <= 500 else None
+
+
 def diff_databases(before: Database, after: Database) -> DbDiff:
     """``diff_dumps(before.dump(), after.dump())`` without decoding the rows that did not change
     (raw SQLite values are compared first): cheap for a large database with a few changes."""
@@ -98,8 +108,14 @@ def diff_databases(before: Database, after: Database) -> DbDiff:
             continue  # neither wrote to it since one was copied from the other
         cols = ", ".join(_q(c) for c in table.columns)
         pk = list(table.columns).index(table.primary_key)
-        old = {row[pk]: row for row in before.conn.execute(f"SELECT {cols} FROM {_q(tname)}")}
-        new = {row[pk]: row for row in after.conn.execute(f"SELECT {cols} FROM {_q(tname)}")}
+        select = f"SELECT {cols} FROM {_q(tname)}"
+        keys = _written_since(before, after, tname)
+        if keys is not None:  # ``after`` is a copy of ``before`` with these keys written
+            if not keys:
+                continue
+            select += f" WHERE {_q(table.primary_key)} IN ({', '.join('?' * len(keys))})"
+        old = {row[pk]: row for row in before.conn.execute(select, keys or ())}
+        new = {row[pk]: row for row in after.conn.execute(select, keys or ())}
         td = TableDiff()
         for key, row in new.items():
             if key not in old:

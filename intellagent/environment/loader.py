@@ -84,6 +84,7 @@ class Environment(BaseModel):
             db, problems = build_seed_database(self)
             if problems:
                 raise problems[0]
+            db.hash()  # its tables' hash texts cached: a copy's hash reads only the rows it wrote
             self._seed_db = db
         return self._seed_db.copy()
 

@@ -19,6 +19,7 @@ The event's database is the whole seed (background rows, so lookups can go wrong
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import re
@@ -64,8 +65,25 @@ class ExpectationDraft(BaseModel):
 
 def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: int) -> type[BaseModel]:
     expected = create_model("ExpectedBehaviour", **{
-        f"p{i}": (str, Field(alias=p.id, description=f"What a correct agent does about {p.id}."))
-        for i, p in enumerate(policies)})
+        f"p{i}": (str, Field(alias=p.id, description=_expected_text(p.id))) for i, p in enumerate(policies)})
+    model = create_model("ScenarioDraft", __base__=ResponseModel,
+                         **_draft_fields(expected, tuple(tables), max_entities))
+    # its JSON Schema is the one of this environment's drafts with this event's policies in
+    # ExpectedBehaviour, the only part that differs per event (pydantic's walk costs milliseconds)
+    schema = copy.deepcopy(_draft_schema(tuple(tables), max_entities))
+    schema["$defs"]["ExpectedBehaviour"] = {
+        "properties": {p.id: {"description": _expected_text(p.id), "title": p.id.title().replace("_", " ").strip(),
+                              "type": "string"} for p in policies},
+        "required": [p.id for p in policies], "title": "ExpectedBehaviour", "type": "object"}
+    model.adopt_schema(schema)
+    return model
+
+
+def _expected_text(policy_id: str) -> str:
+    return f"What a correct agent does about {policy_id}."
+
+
+def _draft_fields(expected: type[BaseModel], tables: tuple[str, ...], max_entities: int) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "scenario": (str, Field(description="What the user wants and how they behave, in the "
                                             "second person; refer to entities by symbol.")),
@@ -73,9 +91,16 @@ def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: i
         "expected": (expected, Field(description="Per policy id: the expected agent behaviour.")),
     }
     if tables:
-        fields["entities"] = (list[_entity_model(tuple(tables))], Field(min_length=1, max_length=max_entities))
+        fields["entities"] = (list[_entity_model(tables)], Field(min_length=1, max_length=max_entities))
         fields["end_state"] = (list[ExpectationDraft], Field(default_factory=list, max_length=8))
-    return create_model("ScenarioDraft", __base__=ResponseModel, **fields)
+    return fields
+
+
+@functools.lru_cache(maxsize=64)
+def _draft_schema(tables: tuple[str, ...], max_entities: int) -> dict[str, Any]:
+    """The JSON Schema of this environment's drafts (ExpectedBehaviour left empty)."""
+    placeholder = create_model("ExpectedBehaviour")
+    return create_model("ScenarioDraft", **_draft_fields(placeholder, tables, max_entities)).model_json_schema()
 
 
 @functools.lru_cache(maxsize=64)

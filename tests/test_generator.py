@@ -189,21 +189,3 @@ def test_on_the_mock_model_at_most_three_percent_of_events_are_invalid(env, runn
     assert total == 150
     assert invalid / total <= 0.03, f"{invalid} of {total} events invalid"
 
-
-@pytest.mark.parametrize("ids", [["P1"], ["P1", "P4"], ["refund-policy.2", "cancel_within_24h", "Zz9_q-1"],
-                                 ["über-rule", "a b", "X", "p0", "p1"]])
-def test_the_draft_schema_built_from_its_template_is_pydantics_own(ids):
-    """The per-event draft model's schema is the environment's template with this event's
-    policies put in; it must be exactly what pydantic makes of the class (order included), for
-    the model sees it and the cache key hashes it."""
-    from pydantic import BaseModel
-
-    from intellagent_plugins.intellagent.artefacts import EventPolicy
-    from intellagent_plugins.intellagent.generator import _draft_model
-
-    for tables in (["users", "flights", "reservations"], []):
-        model = _draft_model([EventPolicy(id=i, text="t", category="other", challenge=2) for i in ids],
-                             tables, 4)
-        pydantic_own = BaseModel.model_json_schema.__func__(model)
-        assert json.dumps(model.model_json_schema()) == json.dumps(pydantic_own)
-        assert list(pydantic_own["$defs"]["ExpectedBehaviour"]["properties"]) == ids

@@ -22,15 +22,17 @@ not-exercised; labels: policy, category, challenge; note: the judge's reason), a
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, create_model
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 from intellagent.conversation import Dialog
-from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Critic, Output, Score
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, PolicyJudgement, StateCheck,
                                                        Verdict, Violation)
+from intellagent_plugins.intellagent.keyed import keyed_model
 from intellagent_plugins.intellagent.prompts import Prompts
 from intellagent_plugins.intellagent.state import check_state
 from intellagent_plugins.intellagent.transcript import transcript
@@ -54,13 +56,14 @@ class PolicyFinding(BaseModel):
 
 def _judgement_model(policies: list[EventPolicy]) -> type[BaseModel]:
     """One finding per policy id, so the answer cannot skip, reorder or invent a policy."""
-    findings = create_model("Findings", **{
-        f"p{i}": (PolicyFinding, Field(alias=p.id)) for i, p in enumerate(policies)})
-    return create_model("Judgement", __base__=ResponseModel,
-                        policies=(findings, Field(description="Per policy id.")),
-                        completed=(bool, Field(description="Was the user's request completed as a "
-                                                           "correct agent would complete it?")),
-                        completion_reason=(str, Field(default="")))
+    return keyed_model("Judgement", "Findings", [p.id for p in policies], PolicyFinding, _judgement_fields)
+
+
+def _judgement_fields(findings: type[BaseModel]) -> dict[str, Any]:
+    return {"policies": (findings, Field(description="Per policy id.")),
+            "completed": (bool, Field(description="Was the user's request completed as a correct "
+                                                  "agent would complete it?")),
+            "completion_reason": (str, Field(default=""))}
 
 
 USER_DECIDES = {"success": "pass", "failure": "fail", "give-up": "fail"}

@@ -19,7 +19,6 @@ The event's database is the whole seed (background rows, so lookups can go wrong
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import re
@@ -30,12 +29,12 @@ from pydantic import BaseModel, Field, create_model
 from intellagent.environment import Database, Row, RowError
 from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
-from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Generator, Output
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
                                                        ExpectationKind, PolicyGraph, Symbol)
+from intellagent_plugins.intellagent.keyed import keyed_model
 from intellagent_plugins.intellagent.prompts import Prompts
 
 CANDIDATES = 6
@@ -64,19 +63,8 @@ class ExpectationDraft(BaseModel):
 
 
 def _draft_model(policies: list[EventPolicy], tables: list[str], max_entities: int) -> type[BaseModel]:
-    expected = create_model("ExpectedBehaviour", **{
-        f"p{i}": (str, Field(alias=p.id, description=_expected_text(p.id))) for i, p in enumerate(policies)})
-    model = create_model("ScenarioDraft", __base__=ResponseModel,
-                         **_draft_fields(expected, tuple(tables), max_entities))
-    # its JSON Schema is the one of this environment's drafts with this event's policies in
-    # ExpectedBehaviour, the only part that differs per event (pydantic's walk costs milliseconds)
-    schema = copy.deepcopy(_draft_schema(tuple(tables), max_entities))
-    schema["$defs"]["ExpectedBehaviour"] = {
-        "properties": {p.id: {"description": _expected_text(p.id), "title": p.id.title().replace("_", " ").strip(),
-                              "type": "string"} for p in policies},
-        "required": [p.id for p in policies], "title": "ExpectedBehaviour", "type": "object"}
-    model.adopt_schema(schema)
-    return model
+    return keyed_model("ScenarioDraft", "ExpectedBehaviour", [p.id for p in policies], str, _draft_fields,
+                       tuple(tables), max_entities, describe=_expected_text)
 
 
 def _expected_text(policy_id: str) -> str:
@@ -94,13 +82,6 @@ def _draft_fields(expected: type[BaseModel], tables: tuple[str, ...], max_entiti
         fields["entities"] = (list[_entity_model(tables)], Field(min_length=1, max_length=max_entities))
         fields["end_state"] = (list[ExpectationDraft], Field(default_factory=list, max_length=8))
     return fields
-
-
-@functools.lru_cache(maxsize=64)
-def _draft_schema(tables: tuple[str, ...], max_entities: int) -> dict[str, Any]:
-    """The JSON Schema of this environment's drafts (ExpectedBehaviour left empty)."""
-    placeholder = create_model("ExpectedBehaviour")
-    return create_model("ScenarioDraft", **_draft_fields(placeholder, tables, max_entities)).model_json_schema()
 
 
 @functools.lru_cache(maxsize=64)

@@ -86,7 +86,7 @@ def _q(name: str) -> str:
 
 
 VERSIONS = "_intellagent_versions"
-"""A table of one version token per table, changed by triggers on every write to that table
+"""Our table of one version token per table, changed by triggers on every write to that table
 (whatever path the write takes: a tool's raw SQL too). Two databases whose tokens for a table
 are equal share that table's content: one is a copy of the other and neither wrote to it since.
 Hashes and diffs skip what did not change."""
@@ -96,31 +96,27 @@ CHANGED = "_intellagent_changed"
 copied, by the same triggers: a hash or a diff against the copy's origin reads only those rows."""
 
 
-def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema,
-                    versions: dict[str, int] | None = None) -> None:
-    """The version and changed-key tables and their triggers, in the connection's TEMP schema:
-    the database itself holds only the environment's tables (a copy gets them anew, with the
-    original's tokens and no changed keys)."""
+def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema) -> None:
+    """The version and changed-key tables and their triggers. They live beside the environment's
+    tables (names starting ``_intellagent_``), so a copy, page for page, carries them with the
+    original's tokens; TEMP ones had to be made anew per copy, 0.7 ms of a 0.9 ms copy."""
     tables = list(schema.tables)
     script = _VERSION_SCRIPTS.get(tuple(tables))
     if script is None:
-        parts = [f"CREATE TEMP TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);",
-                 f"CREATE TEMP TABLE {CHANGED} (name TEXT NOT NULL, k NOT NULL, PRIMARY KEY (name, k));"]
+        parts = [f"CREATE TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+                 f"CREATE TABLE {CHANGED} (name TEXT NOT NULL, k NOT NULL, PRIMARY KEY (name, k));"]
         for t in tables:
             quoted = "'" + t.replace("'", "''") + "'"
             pk = _q(schema.tables[t].primary_key)
-            parts.append(f"INSERT INTO temp.{VERSIONS} VALUES ({quoted}, random());")
+            parts.append(f"INSERT INTO {VERSIONS} VALUES ({quoted}, random());")
             for event, rows in (("INSERT", ("NEW",)), ("UPDATE", ("OLD", "NEW")), ("DELETE", ("OLD",))):
                 marks = " ".join(f"INSERT OR IGNORE INTO {CHANGED} VALUES ({quoted}, {r}.{pk});"
                                  for r in rows)
-                parts.append(f"CREATE TEMP TRIGGER {_q(f'_iv_{event.lower()}_{t}')} AFTER {event} "
-                             f"ON main.{_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
+                parts.append(f"CREATE TRIGGER {_q(f'_intellagent_{event.lower()}_{t}')} AFTER {event} "
+                             f"ON {_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
                              f"WHERE name = {quoted}; {marks} END;")
         script = _VERSION_SCRIPTS[tuple(tables)] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
     conn.executescript(script)  # one transaction: one journal pass for the whole set-up
-    if versions:
-        conn.executemany(f"UPDATE temp.{VERSIONS} SET v = ? WHERE name = ?",
-                         [(v, t) for t, v in versions.items() if t in tables])
 
 
 _VERSION_SCRIPTS: dict[tuple[str, ...], str] = {}
@@ -195,7 +191,7 @@ class Database:
         conn.execute("PRAGMA foreign_keys = ON")
         versions = self.versions()
         if versions is not None:
-            _track_versions(conn, self.schema, versions)
+            conn.execute(f"DELETE FROM {CHANGED}")  # a copy has written nothing yet
         db = Database(self.schema, conn)
         db._base = versions
         return db
@@ -244,7 +240,7 @@ class Database:
     def versions(self) -> dict[str, int] | None:
         """Each table's version token (see ``VERSIONS``); None for a database made elsewhere."""
         try:
-            return dict(self.conn.execute(f"SELECT name, v FROM temp.{VERSIONS}"))
+            return dict(self.conn.execute(f"SELECT name, v FROM {VERSIONS}"))
         except sqlite3.OperationalError:
             return None
 
@@ -380,7 +376,7 @@ class Database:
         was made or copied; None for a database made elsewhere."""
         if self._base is None:
             return None
-        return [r[0] for r in self.conn.execute(f"SELECT k FROM temp.{CHANGED} WHERE name = ?", (table,))]
+        return [r[0] for r in self.conn.execute(f"SELECT k FROM {CHANGED} WHERE name = ?", (table,))]
 
     def base_versions(self) -> dict[str, int] | None:
         """The version tokens this database was made or copied with (see ``VERSIONS``)."""

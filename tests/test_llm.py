@@ -228,6 +228,11 @@ def test_http_invalid_output_is_reasked_with_the_validation_error(openai_server)
     assert len(openai_server.requests) == 2
     feedback = json.dumps(retry["messages"][len(USER):])
     assert "passed" in feedback and ("Field required" in feedback or "validation" in feedback.lower())
+    # the call's tokens are both answers' (the server counts a quarter of the messages' JSON)
+    prompts = [max(1, len(json.dumps(r["messages"])) // 4) for r in openai_server.requests]
+    assert outcome.usage.prompt_tokens == sum(prompts) and outcome.usage.completion_tokens >= 2
+    [row] = llm.store.calls()
+    assert row.prompt_tokens == sum(prompts)
 
 
 @pytest.mark.parametrize("fault", ["429", "500", "503", "reset", "timeout", "malformed", "invalid"])

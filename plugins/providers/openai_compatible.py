@@ -5,6 +5,7 @@ proxy): chat completions over aiohttp, answers read into the ``openai`` package'
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
@@ -30,6 +31,8 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"
 PROBE_TRIES = 4  # attempts of one mode through transient faults
+_TALLY: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("intellagent_tally", default=None)
+"""The structured call being made in this task: its [prompt, completion] tokens over attempts."""
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
 
@@ -127,7 +130,14 @@ class OpenAIProvider:
         """``chat.completions.create`` for instructor: the answer as the SDK's ChatCompletion."""
 
         async def create(**params: Any) -> ChatCompletion:
-            return _read_completion(await self._post(session, params))
+            completion = _read_completion(await self._post(session, params))
+            tally = _TALLY.get()
+            if tally is not None and completion.usage is not None:
+                # counted here; instructor's own tally deep-copies the usage three times an answer
+                tally[0] += completion.usage.prompt_tokens or 0
+                tally[1] += completion.usage.completion_tokens or 0
+                completion.usage = None
+            return completion
         return create
 
     async def structured_mode(self) -> str:
@@ -201,20 +211,21 @@ class OpenAIProvider:
                          validation_retries: int) -> tuple[M, Usage]:
         params = self._params(request)
         params.pop("tool_choice", None)
+        tally = [0, 0]  # tokens of every attempt (instructor re-asks invalid output)
+        counting = _TALLY.set(tally)
         try:
             _, structured_client = self._for_this_loop(await self.structured_mode())
-            value, completion = await structured_client.chat.completions.create_with_completion(
+            value, _ = await structured_client.chat.completions.create_with_completion(
                 response_model=response_model, max_retries=validation_retries, **params)
         except InstructorRetryException as exc:
             raise _classify(exc, response_model.__name__) from exc
         except Exception as exc:
             raise _translate(exc) from exc
-        total = getattr(value, "_total_usage", None) or getattr(completion, "usage", None)
+        finally:
+            _TALLY.reset(counting)
         if type(value) is not response_model:  # instructor returns a subclass of its own
             value = response_model.model_validate(value.model_dump(by_alias=True))
-        usage = Usage(prompt_tokens=getattr(total, "prompt_tokens", 0) or 0,
-                      completion_tokens=getattr(total, "completion_tokens", 0) or 0)
-        return value, usage
+        return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1])
 
     async def aclose(self) -> None:
         client = self._clients.pop(asyncio.get_running_loop(), None)

@@ -1,11 +1,15 @@
-"""Memoize instructor's per-response-model preparation.
+"""Memoize instructor's per-response-model preparation; skip its usage tally for answers
+without usage.
 
 instructor (1.1x, v2 core) rebuilds the response schema class for every call, and so misses its
 own cache of the OpenAI tool schema, and walks the model for async validators several times per
 call: about 3 ms of CPU a call, more than the HTTP round trip to a local server. Both depend only
-on the response model class, so we memoize them by class. Some instructor modules bind these
-helpers at import, so every loaded ``instructor`` module's reference is replaced; if a future
-instructor renames them, nothing is patched and calls are merely slower.
+on the response model class, so we memoize them by class. Our provider counts tokens itself and
+hands instructor answers without usage; instructor's usage helpers then try to import the
+``anthropic`` SDK on every answer (70 µs a failed import), so for an answer without usage they
+answer at once, as they would after that import. Some instructor modules bind these helpers at
+import, so every loaded ``instructor`` module's reference is replaced; if a future instructor
+renames them, nothing is patched and calls are merely slower.
 """
 
 from __future__ import annotations
@@ -15,8 +19,6 @@ import inspect
 import sys
 from typing import Any, Callable
 
-TARGETS = (("instructor.v2.core.response_model", "prepare_response_model"),
-           ("instructor.v2.validation.async_validators", "reject_async_validators"))
 _MAX_ENTRIES = 1024  # response models are few; a bound keeps a misuse from growing forever
 
 
@@ -36,21 +38,44 @@ def _memo_by_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
             cache[model] = result
             return result
 
-    wrapper.__intellagent_memo__ = fn  # type: ignore[attr-defined]
     return wrapper
 
 
+def _without_usage(answer: Callable[[Any], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``fn(response, total_usage)`` answering ``answer(response)`` at once for a response that
+    carries no usage (what ``fn`` itself answers then, after its failed import)."""
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            response = args[0] if args else kwargs.get("response")
+            if getattr(response, "usage", None) is None:
+                return answer(response)
+            return fn(*args, **kwargs)
+        return wrapper
+    return wrap
+
+
+TARGETS = (("instructor.v2.core.response_model", "prepare_response_model", _memo_by_class),
+           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_class),
+           ("instructor.v2.core.usage", "has_compatible_usage", _without_usage(lambda response: False)),
+           ("instructor.v2.core.usage", "update_total_usage", _without_usage(lambda response: response)))
+
+
 def apply() -> int:
-    """Point every loaded instructor module at the memoized helpers; returns how many
+    """Point every loaded instructor module at the wrapped helpers; returns how many
     references now use them."""
     replaced = 0
-    for module_name, attr in TARGETS:
+    for module_name, attr, wrap in TARGETS:
         home = sys.modules.get(module_name)
         current = getattr(home, attr, None) if home else None
         if current is None:
             continue
         original = getattr(current, "__intellagent_memo__", current)
-        memo = current if current is not original else _memo_by_class(original)
+        if current is original:
+            memo = wrap(original)
+            memo.__intellagent_memo__ = original  # type: ignore[attr-defined]
+        else:
+            memo = current
         for name, module in list(sys.modules.items()):
             if (name == "instructor" or name.startswith("instructor.")) and module is not None:
                 value = getattr(module, attr, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from intellagent.environment import load_environment
+from tests.conftest import REPO
 
 
 def test_tool_call_reads_and_writes(shop):
@@ -149,3 +150,40 @@ def test_meta_carries_a_pipelines_declarations_and_stays_out_of_the_agents_schem
     assert env.tools["add_credit"].spec.meta == {"auth": True, "equivalence": {"response": "ignore"}}
     assert env.tools["get_customer"].spec.meta == {}
     assert "meta" not in json.dumps(env.tools["add_credit"].openai_schema())
+
+
+def test_airline_flight_searches_select_in_sql_what_the_whole_table_would_give():
+    """The searches let SQL pick flights by airport; their answers must be τ-bench's
+    definitions over every flight: direct flights, and connections whose first leg arrives
+    before the second leaves (the second leg a day later after a "+1" arrival)."""
+    from intellagent_environments.airline import tools
+
+    env = load_environment(REPO / "environments" / "airline")
+    db = env.seed_database()
+    flights = db.all("flights")
+    airports = sorted({f["origin"] for f in flights})
+    dates = sorted({d for f in flights for d in f["dates"]})[::4]
+    direct_found = onestop_found = 0
+    for origin in airports:
+        for destination in airports:
+            for date in dates:
+                direct = [tools._flight_on(f, date) for f in flights
+                          if (f["origin"], f["destination"]) == (origin, destination)
+                          and f["dates"].get(date, {}).get("status") == "available"]
+                assert tools.search_direct_flight(db, origin, destination, date) == direct
+                onestop = []
+                for a in flights:
+                    for b in flights:
+                        if a["origin"] != origin or b["destination"] != destination or a["destination"] != b["origin"]:
+                            continue
+                        later = "2024-05-" + str(int(date[-2:]) + 1) if "+1" in a["scheduled_arrival_time_est"] else date
+                        if a["scheduled_arrival_time_est"] > b["scheduled_departure_time_est"]:
+                            continue
+                        if a["dates"].get(date, {}).get("status") == "available" and \
+                                b["dates"].get(later, {}).get("status") == "available":
+                            onestop.append([{**tools._flight_on(a, date), "date": date},
+                                            {**tools._flight_on(b, date), "date": later}])
+                assert tools.search_onestop_flight(db, origin, destination, date) == onestop
+                direct_found += bool(direct)
+                onestop_found += bool(onestop)
+    assert direct_found > 10 and onestop_found > 10  # the comparison saw real answers

@@ -135,23 +135,20 @@ def _flight_on(flight: dict[str, Any], date: str) -> dict[str, Any]:
 def search_direct_flight(db: Database, origin: str, destination: str, date: str) -> list:
     """Direct flights between two airports that can be booked on a date."""
     out = []
-    for flight in db.all("flights"):
-        if flight["origin"] == origin and flight["destination"] == destination:
-            day = flight["dates"].get(date)
-            if day is not None and day["status"] == "available":
-                out.append(_flight_on(flight, date))
+    for flight in db.select("flights", origin=origin, destination=destination):
+        day = flight["dates"].get(date)
+        if day is not None and day["status"] == "available":
+            out.append(_flight_on(flight, date))
     return out
 
 
 def search_onestop_flight(db: Database, origin: str, destination: str, date: str) -> list:
     """Connections with one stop between two airports on a date."""
-    flights = db.all("flights")
+    arriving = db.select("flights", destination=destination)  # SQL picks the rows: only they are decoded
     out = []
-    for first in flights:
-        if first["origin"] != origin:
-            continue
-        for second in flights:
-            if second["destination"] != destination or first["destination"] != second["origin"]:
+    for first in db.select("flights", origin=origin):
+        for second in arriving:
+            if first["destination"] != second["origin"]:
                 continue
             if "+1" in first["scheduled_arrival_time_est"]:
                 second_date = "2024-05-" + str(int(date[-2:]) + 1)

@@ -187,3 +187,19 @@ def test_airline_flight_searches_select_in_sql_what_the_whole_table_would_give()
                 direct_found += bool(direct)
                 onestop_found += bool(onestop)
     assert direct_found > 10 and onestop_found > 10  # the comparison saw real answers
+
+
+def test_airline_reservations_must_be_listed_by_their_users():
+    from intellagent.environment.validators import validate_database
+
+    env = load_environment(REPO / "environments" / "airline")
+    db = env.seed_database()
+    assert validate_database(db, env.validators) == []
+    reservation = db.keys("reservations")[7]
+    owner = db.get("reservations", reservation)["user_id"]
+    user = db.get("users", owner)
+    user["reservations"] = [None] + [r for r in user["reservations"] if r != reservation]
+    db.execute("UPDATE users SET reservations = ? WHERE user_id = ?", (json.dumps(user["reservations"]), owner))
+    problems = validate_database(db, env.validators)
+    assert f"database: reservation(s) {reservation} are not listed in their user's reservations" in problems
+    assert len(problems) == 2  # and the row check names the null entry

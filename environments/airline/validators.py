@@ -69,8 +69,11 @@ def reservation_is_consistent(reservation, db):
 
 @database_validator
 def reservations_are_listed_by_their_users(db):
-    listed = {rid for ids in db.values("users", "reservations") for rid in ids or []}
-    missing = [k for k in db.keys("reservations") if k not in listed]
+    # SQLite reads the users' lists (JSON) itself: no user record is decoded
+    missing = [r[0] for r in db.execute(
+        "SELECT reservation_id FROM reservations WHERE reservation_id NOT IN "
+        "(SELECT j.value FROM users, json_each(users.reservations) AS j WHERE j.value IS NOT NULL) "
+        "ORDER BY rowid")]
     if missing:
         raise ValidationFailed(f"reservation(s) {', '.join(missing[:5])} are not listed in their "
                                "user's reservations")

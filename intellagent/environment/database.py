@@ -278,10 +278,11 @@ class Database:
         return [_from_sql(col, r[0]) for r in self.conn.execute(
             f"SELECT {_q(column)} FROM {_q(table)} ORDER BY rowid")]
 
-    def keys(self, table: str) -> list[str]:
+    def keys(self, table: str, limit: int | None = None) -> list[str]:
+        """The table's keys in insertion order (the first ``limit`` of them)."""
         pk = self._table(table).primary_key
         return [str(r[0]) for r in self.conn.execute(
-            f"SELECT {_q(pk)} FROM {_q(table)} ORDER BY rowid")]
+            f"SELECT {_q(pk)} FROM {_q(table)} ORDER BY rowid LIMIT ?", (-1 if limit is None else limit,))]
 
     def count(self, table: str) -> int:
         return self.conn.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0]

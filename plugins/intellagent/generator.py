@@ -152,7 +152,7 @@ class SymbolicEvents(Generator):
         policies = [EventPolicy(id=p.id, text=p.text, category=p.category, challenge=p.challenge)
                     for p in map(graph.policy, spec.policies)]
         seed_db = env.seed_database() if schema else None
-        examples = {t: seed_db.keys(t)[:3] for t in tables} if seed_db else {}
+        examples = {t: seed_db.keys(t, limit=3) for t in tables} if seed_db else {}
         messages = [
             {"role": "system", "content": self.prompts.render("generator.system.md")},
             {"role": "user", "content": self.prompts.render(
@@ -194,7 +194,8 @@ class SymbolicEvents(Generator):
                                                 candidates, rng)
             if not errors:
                 by_symbol = {s.symbol: s.key for s in symbols}
-                facts = {s.symbol: db.get(s.table, s.key) for s in symbols}
+                records = {(r.table, r.key): r.record for r in rows}  # every symbol's row is among them
+                facts = {s.symbol: records[(s.table, s.key)] for s in symbols}
                 knowledge = _in_text(event.user_knowledge, by_symbol) + \
                     "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
                 return event.model_copy(update={

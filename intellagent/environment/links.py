@@ -6,7 +6,6 @@ the original)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import string
@@ -74,7 +73,7 @@ def copy_as_new(db: Database, table: str, template_key: str, key: str,
     """The record of ``template_key`` as a new row under ``key``: fresh values in its unique
     columns, empty lists of the rows the template owns."""
     t = db.schema.tables[table]
-    record = copy.deepcopy(db.get(table, template_key))
+    record = db.get(table, template_key)  # decoded afresh: the caller's own to change
     if record is None:
         raise KeyError(f"{table}[{template_key!r}] does not exist")
     if t.key_in_record:

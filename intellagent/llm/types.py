@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import weakref
@@ -11,6 +10,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
+
+from intellagent.hashing import json_copy
 
 T = TypeVar("T")
 
@@ -97,7 +98,7 @@ class ResponseModel(BaseModel):
         schema = _SCHEMAS.get(owner)
         if schema is None:
             schema = _SCHEMAS[owner] = super(ResponseModel, owner).model_json_schema()
-        return copy.deepcopy(schema)
+        return json_copy(schema)
 
     mixins: ClassVar[tuple[type, ...]] = ()
     """Bases that providers add to every model ``derive`` makes (see ``add_mixin``)."""

@@ -9,12 +9,12 @@ part empty) with the event's keys put in, each shaped as pydantic shapes a field
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import Any, Callable, Hashable
 
 from pydantic import BaseModel, Field, create_model
 
+from intellagent.hashing import json_copy
 from intellagent.llm import ResponseModel
 
 Fields = Callable[..., dict[str, Any]]
@@ -28,13 +28,13 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     ``describe(key)``; its JSON Schema is built from the template of (name, fields, args)."""
     keyed = create_model(keyed_name, **{f"p{i}": (value, _field(key, describe)) for i, key in enumerate(keys)})
     model = ResponseModel.derive(name, **fields(keyed, *args))
-    schema = copy.deepcopy(_template(name, keyed_name, fields, args))
+    schema = json_copy(_template(name, keyed_name, fields, args))
     shape, definitions = _property(value, describe is not None)
     schema["$defs"][keyed_name] = {
         "properties": {key: _shaped(shape, key, describe) for key in keys},
         **({"required": list(keys)} if keys else {}), "title": keyed_name, "type": "object"}
     if keys and definitions:  # the value's own definitions, in pydantic's (sorted) order
-        schema["$defs"] = dict(sorted({**schema["$defs"], **copy.deepcopy(definitions)}.items()))
+        schema["$defs"] = dict(sorted({**schema["$defs"], **json_copy(definitions)}.items()))
     model.adopt_schema(schema)
     return model
 

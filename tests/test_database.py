@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -243,3 +244,14 @@ def test_incremental_hashes_and_diffs_match_the_dump_under_random_writes(shop):
         assert again.hash() == state_hash(again.dump())
         assert diff_databases(db, again) == diff_dumps(db.dump(), again.dump())
     assert incremental >= 20  # most runs hashed written tables, and none read a table whole
+
+
+def test_record_json_is_the_records_json_and_follows_writes(shop):
+    db = load_environment(shop).seed_database()
+    for table in ("customers", "orders"):
+        for key in db.keys(table):
+            assert db.record_json(table, key) == json.dumps(db.get(table, key), default=str, ensure_ascii=False)
+    before = db.record_json("orders", "o1")
+    db.update("orders", "o1", note="ünïcode")
+    assert db.record_json("orders", "o1") != before and "ünïcode" in db.record_json("orders", "o1")
+    assert db.record_json("orders", "nope") is None

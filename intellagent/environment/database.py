@@ -257,6 +257,23 @@ class Database:
         rows = self._select(table, f"WHERE {_q(pk)} = ?", (key,))
         return rows[0][1] if rows else None
 
+    def record_json(self, table: str, key: Any) -> str | None:
+        """``json.dumps(self.get(table, key), default=str, ensure_ascii=False)``, remembered per
+        row content: rows shown to a model again and again (seed rows) are decoded once."""
+        t = self._table(table)
+        cols = ", ".join(_q(c) for c in t.columns)
+        raw = self.conn.execute(f"SELECT {cols} FROM {_q(table)} WHERE {_q(t.primary_key)} = ?",
+                                (key,)).fetchone()
+        if raw is None:
+            return None
+        cache = self.schema._row_json_text
+        text = cache.get((table, raw))
+        if text is None:
+            if len(cache) > 20_000:
+                cache.clear()
+            text = cache[(table, raw)] = json.dumps(self._decode(t, raw)[1], default=str, ensure_ascii=False)
+        return text
+
     def has(self, table: str, key: Any) -> bool:
         pk = self._table(table).primary_key
         return self.conn.execute(

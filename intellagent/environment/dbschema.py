@@ -74,6 +74,7 @@ class DatabaseSchema(StrictModel):
     # (table, version) → (key → row text, table text), least recently used first
     _table_hash_text: dict[tuple, tuple[dict[str, str], str]] = PrivateAttr(default_factory=dict)
     _decoders: dict[int, Any] = PrivateAttr(default_factory=dict)  # id(table) → row decoder
+    _row_json_text: dict[tuple, str] = PrivateAttr(default_factory=dict)  # (table, raw row) → JSON
 
     @model_validator(mode="after")
     def _check_references(self) -> "DatabaseSchema":

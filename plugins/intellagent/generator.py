@@ -215,7 +215,7 @@ class SymbolicEvents(Generator):
         for table, keys in candidates.items():
             shown[table], used = [], 0
             for i, key in enumerate(keys):
-                record = json.dumps(db.get(table, key), default=str, ensure_ascii=False)
+                record = db.record_json(table, key)
                 if shown[table] and used + len(record) > self.config.candidate_chars:
                     break
                 shown[table].append({"index": i, "key": key, "record": record})

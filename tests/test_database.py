@@ -255,3 +255,18 @@ def test_record_json_is_the_records_json_and_follows_writes(shop):
     db.update("orders", "o1", note="ünïcode")
     assert db.record_json("orders", "o1") != before and "ünïcode" in db.record_json("orders", "o1")
     assert db.record_json("orders", "nope") is None
+
+
+@pytest.mark.parametrize("bound", [(1, 10**9), (64, 1)])
+def test_hashes_stay_right_when_the_cache_of_table_texts_is_full(shop, monkeypatch, bound):
+    from intellagent.environment import database
+
+    monkeypatch.setattr(database, "HASH_TEXTS", bound)
+    env = load_environment(shop)
+    for i in range(5):
+        db = env.seed_database()
+        db.update("customers", "c1", credit=i)
+        again = db.copy()
+        again.delete("orders", "o2")
+        assert db.hash() == state_hash(db.dump()) and again.hash() == state_hash(again.dump())
+        assert len(db.schema._table_hash_text) <= bound[0]

@@ -416,7 +416,7 @@ class Database:
                 entries = self._row_texts(tname)
                 known = (entries, f"({tname!r}, {_tuple_text([entries[k] for k in sorted(entries)])})")
                 if version is not None:
-                    _lru_put(self.schema._table_hash_text, (tname, version), known, 64)
+                    _lru_put(self.schema._table_hash_text, (tname, version), known)
             tables.append(known[1])
         return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
 
@@ -454,9 +454,15 @@ def _lru_get(cache: dict, key: Any) -> Any:
     return value
 
 
-def _lru_put(cache: dict, key: Any, value: Any, bound: int) -> None:
+HASH_TEXTS = (64, 50_000_000)
+"""Tables' hash texts kept (each with its rows'): at most this many, of at most this many
+characters in all (a few copies of a large table; the seed's, used by every copy, stay)."""
+
+
+def _lru_put(cache: dict, key: Any, value: tuple[dict[str, str], str]) -> None:
     cache[key] = value
-    while len(cache) > bound:
+    count, chars = HASH_TEXTS
+    while len(cache) > 1 and (len(cache) > count or sum(len(v[1]) for v in cache.values()) > chars):
         del cache[next(iter(cache))]
 
 

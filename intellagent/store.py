@@ -510,6 +510,7 @@ class Store:
         cache = self.__dict__.setdefault("_statements", {})
         if name not in cache:
             cache[name] = {"cache": lambda: self._insert_ignore(CachedResponseRow),
+                           "artefact": lambda: self._insert_ignore(ArtefactRow),
                            "item": self._upsert_item, "run_item": self._upsert_run_item}[name]()
         return cache[name]
 
@@ -726,8 +727,7 @@ class Store:
 
     def artefact(self, kind: str, key: str) -> str | None:
         """The JSON payload of a finished item, or None."""
-        with self.engine.connect() as conn:
-            row = conn.execute(_ARTEFACT_GET, {"k": kind, "h": key}).first()
+        row = self._hot.read(_ARTEFACT_GET, {"k": kind, "h": key})
         return row[0] if row else None
 
     def put_artefact(self, kind: str, key: str, payload: str, *, run_id: str | None = None,
@@ -735,9 +735,9 @@ class Store:
         """Record a finished item. Its model calls are committed first, so a finished item's
         calls are always in the log; an existing item is left as it is."""
         self.flush()
-        with self.engine.begin() as conn:
-            conn.execute(self._insert_ignore(ArtefactRow), [dict(
-                kind=kind, key=key, run_id=run_id, item=item, payload=payload, created_at=time.time())])
+        with self._hot.write() as cur:
+            self._hot.execute(cur, self._statement("artefact"), dict(
+                kind=kind, key=key, run_id=run_id, item=item, payload=payload, created_at=time.time()))
 
     def set_run_status(self, run_id: str, status: str, **config: Any) -> None:
         """Record how a run ended; ``config`` entries are added to its stored config."""

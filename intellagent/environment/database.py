@@ -135,6 +135,7 @@ class _Decoder:
         self.keep = [(i, n) for i, n in enumerate(names) if not (drop_key and i == self.pk)]
         self.plain = not (self.json or self.bool or self.omit or drop_key)
         self.names = names
+        self.columns = ", ".join(_q(c) for c in names)  # the SELECT list, quoted once
 
     def __call__(self, raw: tuple) -> tuple[str, dict[str, Any]]:
         if self.plain:
@@ -246,9 +247,8 @@ class Database:
 
     def _select(self, tname: str, where: str = "", params: tuple = ()) -> list[tuple[str, dict]]:
         table = self._table(tname)
-        cols = ", ".join(_q(c) for c in table.columns)
-        cur = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} {where} ORDER BY rowid", params)
         decode = self._decoder(table)
+        cur = self.conn.execute(f"SELECT {decode.columns} FROM {_q(tname)} {where} ORDER BY rowid", params)
         return [decode(row) for row in cur.fetchall()]
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
@@ -261,8 +261,7 @@ class Database:
         """``json.dumps(self.get(table, key), default=str, ensure_ascii=False)``, remembered per
         row content: rows shown to a model again and again (seed rows) are decoded once."""
         t = self._table(table)
-        cols = ", ".join(_q(c) for c in t.columns)
-        raw = self.conn.execute(f"SELECT {cols} FROM {_q(table)} WHERE {_q(t.primary_key)} = ?",
+        raw = self.conn.execute(f"SELECT {self._decoder(t).columns} FROM {_q(table)} WHERE {_q(t.primary_key)} = ?",
                                 (key,)).fetchone()
         if raw is None:
             return None
@@ -423,7 +422,7 @@ class Database:
     def _row_texts(self, tname: str) -> dict[str, str]:
         """Key → the row's text in the state hash, for every row of ``tname``."""
         table = self.schema.tables[tname]
-        cols = ", ".join(_q(c) for c in table.columns)
+        cols = self._decoder(table).columns
         base = (self._base or {}).get(tname)
         origin = _lru_get(self.schema._table_hash_text, (tname, base)) if base is not None else None
         changed = self.changed_keys(tname) if origin is not None else None

@@ -106,7 +106,7 @@ def diff_databases(before: Database, after: Database) -> DbDiff:
         if old_versions and new_versions and tname in old_versions \
                 and old_versions.get(tname) == new_versions.get(tname):
             continue  # neither wrote to it since one was copied from the other
-        cols = ", ".join(_q(c) for c in table.columns)
+        cols = before._decoder(table).columns
         pk = list(table.columns).index(table.primary_key)
         select = f"SELECT {cols} FROM {_q(tname)}"
         keys = _written_since(before, after, tname)

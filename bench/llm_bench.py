@@ -17,11 +17,13 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import openai
 from pydantic import BaseModel, Field
@@ -56,6 +58,11 @@ class ServerProcess:
                                      stdout=subprocess.PIPE, text=True)
         self.base_url = self.proc.stdout.readline().strip()
         self.stats: dict = {}
+
+    def cpu(self) -> float:
+        """The server process's CPU seconds so far (Linux /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         self.proc.terminate()

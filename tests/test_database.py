@@ -270,3 +270,40 @@ def test_hashes_stay_right_when_the_cache_of_table_texts_is_full(shop, monkeypat
         again.delete("orders", "o2")
         assert db.hash() == state_hash(db.dump()) and again.hash() == state_hash(again.dump())
         assert len(db.schema._table_hash_text) <= bound[0]
+
+
+def test_schemas_with_the_same_tables_and_other_keys_get_their_own_triggers(tmp_path):
+    from intellagent.environment.dbschema import DatabaseSchema
+
+    def schema(key: str) -> DatabaseSchema:
+        return DatabaseSchema.model_validate({"tables": {"people": {"primary_key": key, "columns": {
+            "pid": {"type": "string"}, "uid": {"type": "string"}, "name": {"type": "string"}}}}})
+
+    for key in ("pid", "uid"):
+        first = {"pid": "p-a", "uid": "u-a", "name": "A"}
+        db = Database.from_dump(schema(key), {"people": {first[key]: first}})
+        db.hash()
+        copy = db.copy()
+        copy.insert("people", {"pid": "p-b", "uid": "u-b", "name": "B"})
+        assert copy.changed_keys("people") == [{"pid": "p-b", "uid": "u-b"}[key]]
+        copy.delete("people", first[key])
+        assert copy.hash() == state_hash(copy.dump())
+
+
+def test_a_row_that_replace_deletes_is_a_changed_key(shop):
+    """INSERT OR REPLACE clashing on another row's UNIQUE value deletes that row; the hash and
+    the diff must see it go."""
+    from intellagent.environment import diff_databases
+    from intellagent.environment.dbschema import DatabaseSchema
+
+    schema = DatabaseSchema.model_validate({"tables": {"users": {"primary_key": "id", "columns": {
+        "id": {"type": "string"}, "email": {"type": "string", "unique": True}}}}})
+    seed = Database.from_dump(schema, {"users": {"u1": {"id": "u1", "email": "a@x"},
+                                                 "u2": {"id": "u2", "email": "b@x"}}})
+    seed.hash()
+    db = seed.copy()
+    db.execute("INSERT OR REPLACE INTO users VALUES ('u3', 'a@x')")  # u1 goes
+    assert sorted(db.changed_keys("users")) == ["u1", "u3"]
+    assert db.hash() == state_hash(db.dump())
+    assert diff_databases(seed, db) == diff_dumps(seed.dump(), db.dump())
+    assert list(diff_databases(seed, db).tables["users"].removed) == ["u1"]

@@ -101,7 +101,8 @@ def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema) -> None:
     tables (names starting ``_intellagent_``), so a copy, page for page, carries them with the
     original's tokens; TEMP ones had to be made anew per copy, 0.7 ms of a 0.9 ms copy."""
     tables = list(schema.tables)
-    script = _VERSION_SCRIPTS.get(tuple(tables))
+    ident = tuple((t, schema.tables[t].primary_key) for t in tables)  # the triggers name both
+    script = _VERSION_SCRIPTS.get(ident)
     if script is None:
         parts = [f"CREATE TABLE {VERSIONS} (name TEXT PRIMARY KEY, v INTEGER NOT NULL);",
                  f"CREATE TABLE {CHANGED} (name TEXT NOT NULL, k NOT NULL, PRIMARY KEY (name, k));"]
@@ -115,11 +116,18 @@ def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema) -> None:
                 parts.append(f"CREATE TRIGGER {_q(f'_intellagent_{event.lower()}_{t}')} AFTER {event} "
                              f"ON {_q(t)} BEGIN UPDATE {VERSIONS} SET v = random() "
                              f"WHERE name = {quoted}; {marks} END;")
-        script = _VERSION_SCRIPTS[tuple(tables)] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
+        script = _VERSION_SCRIPTS[ident] = "BEGIN;\n" + "\n".join(parts) + "\nCOMMIT;"
     conn.executescript(script)  # one transaction: one journal pass for the whole set-up
 
 
-_VERSION_SCRIPTS: dict[tuple[str, ...], str] = {}
+_VERSION_SCRIPTS: dict[tuple[tuple[str, str], ...], str] = {}
+
+
+def _connection_pragmas(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA foreign_keys = ON")
+    # a row that INSERT OR REPLACE (or a UNIQUE clash under REPLACE) deletes fires the DELETE
+    # trigger too, so the changed keys name it
+    conn.execute("PRAGMA recursive_triggers = ON")
 
 
 class _Decoder:
@@ -166,7 +174,7 @@ class Database:
     @classmethod
     def empty(cls, schema: DatabaseSchema) -> "Database":
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA foreign_keys = ON")
+        _connection_pragmas(conn)
         dialect = sqlite_dialect.dialect()
         for table in sqlalchemy_metadata(schema).sorted_tables:
             conn.execute(str(CreateTable(table).compile(dialect=dialect)))
@@ -189,7 +197,7 @@ class Database:
         """An independent copy (SQLite's online backup: fast, page for page)."""
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.conn.backup(conn)
-        conn.execute("PRAGMA foreign_keys = ON")
+        _connection_pragmas(conn)
         versions = self.versions()
         if versions is not None:
             conn.execute(f"DELETE FROM {CHANGED}")  # a copy has written nothing yet
@@ -428,8 +436,9 @@ class Database:
         changed = self.changed_keys(tname) if origin is not None else None
         if changed is not None and len(changed) <= 500:  # SQLite's limit on parameters is higher
             entries = dict(origin[0])
+            pk = table.columns[table.primary_key]
             for key in changed:
-                entries.pop(str(key), None)
+                entries.pop(str(_from_sql(pk, key)), None)  # keyed as the decoder keys a row
             rows = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} WHERE {_q(table.primary_key)} "
                                      f"IN ({', '.join('?' * len(changed))})", changed) if changed else ()
         else:

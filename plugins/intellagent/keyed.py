@@ -30,6 +30,8 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     model = ResponseModel.derive(name, **fields(keyed, *args))
     schema = json_copy(_template(name, keyed_name, fields, args))
     shape, definitions = _property(value, describe is not None)
+    if keys and set(definitions) & (set(schema["$defs"]) | {name, keyed_name}):
+        return model  # names pydantic would tell apart (module-qualified): its own walk then
     schema["$defs"][keyed_name] = {
         "properties": {key: _shaped(shape, key, describe) for key in keys},
         **({"required": list(keys)} if keys else {}), "title": keyed_name, "type": "object"}

@@ -598,3 +598,15 @@ def test_a_response_model_schema_is_shared_only_with_a_subclass_adding_nothing()
 
     assert sorted(More.model_json_schema()["properties"]) == ["P-1", "b"]
     assert model.model_json_schema(by_alias=False)["properties"].keys() == {"a"}
+
+
+def test_the_structured_mode_probe_is_not_billed_to_the_first_call(openai_server):
+    """With ``structured: auto`` the first call probes the endpoint first; that answer's tokens
+    are the probe's, not the call's."""
+    model = ModelSettings(model="gpt-4o-mini", base_url=openai_server.base_url)
+    llm = LLM(LLMSettings(default=model), seed=7)
+    outcome = run(llm.structured(USER, Verdict))
+    assert outcome.ok and len(openai_server.requests) == 2  # the probe, then the call
+    probe, call = openai_server.requests
+    assert "ok" in json.dumps(probe["messages"])
+    assert outcome.usage.prompt_tokens == max(1, len(json.dumps(call["messages"])) // 4)

@@ -213,10 +213,14 @@ class OpenAIProvider:
                          validation_retries: int) -> tuple[M, Usage]:
         params = self._params(request)
         params.pop("tool_choice", None)
+        try:
+            mode = await self.structured_mode()  # a probe's tokens are not this call's
+        except Exception as exc:
+            raise _translate(exc) from exc
         tally = [0, 0]  # tokens of every attempt (instructor re-asks invalid output)
         counting = _TALLY.set(tally)
         try:
-            _, structured_client = self._for_this_loop(await self.structured_mode())
+            _, structured_client = self._for_this_loop(mode)
             value, _ = await structured_client.chat.completions.create_with_completion(
                 response_model=response_model, max_retries=validation_retries, **params)
         except InstructorRetryException as exc:

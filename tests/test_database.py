@@ -307,3 +307,15 @@ def test_a_row_that_replace_deletes_is_a_changed_key(shop):
     assert db.hash() == state_hash(db.dump())
     assert diff_databases(seed, db) == diff_dumps(seed.dump(), db.dump())
     assert list(diff_databases(seed, db).tables["users"].removed) == ["u1"]
+
+
+def test_a_json_primary_key_is_matched_as_rows_are_keyed():
+    from intellagent.environment.dbschema import DatabaseSchema
+
+    schema = DatabaseSchema.model_validate({"tables": {"t": {"primary_key": "k", "columns": {
+        "k": {"type": "json"}, "v": {"type": "string"}}}}})
+    db = Database.from_dump(schema, {"t": {k: {"k": k, "v": "x"} for k in ("a", "b")}})
+    db.hash()
+    copy = db.copy()
+    copy.delete("t", json.dumps("a"))  # the raw SQL value of a JSON key
+    assert copy.changed_keys("t") == ['"a"'] and copy.hash() == state_hash(copy.dump())

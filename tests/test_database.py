@@ -319,3 +319,18 @@ def test_a_json_primary_key_is_matched_as_rows_are_keyed():
     copy = db.copy()
     copy.delete("t", json.dumps("a"))  # the raw SQL value of a JSON key
     assert copy.changed_keys("t") == ['"a"'] and copy.hash() == state_hash(copy.dump())
+
+
+def test_a_copy_with_more_changed_keys_than_listed_is_read_whole(shop, monkeypatch):
+    from intellagent.environment import database, diff_databases
+
+    monkeypatch.setattr(database, "LISTED_KEYS", 1)
+    seed = load_environment(shop).seed_database()
+    seed.hash()
+    db = seed.copy()
+    db.update("customers", "c1", credit=3)
+    assert db.changed_keys("customers") == ["c1"]
+    db.insert("customers", {"customer_id": "c9", "name": "N", "tier": "basic", "credit": 1})
+    assert db.changed_keys("customers") is None
+    assert db.hash() == state_hash(db.dump())
+    assert diff_databases(seed, db) == diff_dumps(seed.dump(), db.dump())

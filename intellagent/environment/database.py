@@ -91,6 +91,9 @@ VERSIONS = "_intellagent_versions"
 are equal share that table's content: one is a copy of the other and neither wrote to it since.
 Hashes and diffs skip what did not change."""
 
+LISTED_KEYS = 500
+"""Most changed keys a hash or a diff reads by key (well under SQLite's limit on parameters)."""
+
 CHANGED = "_intellagent_changed"
 """The keys written (inserted, updated or deleted) per table since the database was made or
 copied, by the same triggers: a hash or a diff against the copy's origin reads only those rows."""
@@ -398,10 +401,13 @@ class Database:
 
     def changed_keys(self, table: str) -> list[Any] | None:
         """The primary keys written in ``table`` (inserted, updated or deleted) since this database
-        was made or copied; None for a database made elsewhere."""
+        was made or copied; None for a database made elsewhere, or when more than
+        ``LISTED_KEYS`` were written (reading the table whole is then as cheap)."""
         if self._base is None:
             return None
-        return [r[0] for r in self.conn.execute(f"SELECT k FROM {CHANGED} WHERE name = ?", (table,))]
+        keys = [r[0] for r in self.conn.execute(f"SELECT k FROM {CHANGED} WHERE name = ? LIMIT ?",
+                                                (table, LISTED_KEYS + 1))]
+        return keys if len(keys) <= LISTED_KEYS else None
 
     def base_versions(self) -> dict[str, int] | None:
         """The version tokens this database was made or copied with (see ``VERSIONS``)."""
@@ -434,7 +440,7 @@ class Database:
         base = (self._base or {}).get(tname)
         origin = _lru_get(self.schema._table_hash_text, (tname, base)) if base is not None else None
         changed = self.changed_keys(tname) if origin is not None else None
-        if changed is not None and len(changed) <= 500:  # SQLite's limit on parameters is higher
+        if changed is not None:
             entries = dict(origin[0])
             pk = table.columns[table.primary_key]
             for key in changed:

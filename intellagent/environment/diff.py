@@ -93,8 +93,7 @@ def _written_since(before: Database, after: Database, table: str) -> list | None
     base, now = after.base_versions(), before.versions()
     if not base or not now or table not in now or base.get(table) != now[table]:
         return None
-    keys = after.changed_keys(table)
-    return keys if keys is not None and len(keys) <= 500 else None
+    return after.changed_keys(table)
 
 
 def diff_databases(before: Database, after: Database) -> DbDiff:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
 from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
@@ -68,7 +68,7 @@ def _scores_model(others: list[Policy]) -> type[BaseModel]:
     """A score for exactly the listed policies, each under its id, so the answer cannot skip,
     reorder or invent one."""
     fields = {f"w{i}": (Score, Field(alias=p.id, description=p.text[:120])) for i, p in enumerate(others)}
-    return create_model(f"EdgeScores{len(others)}", __base__=ResponseModel, **fields)
+    return ResponseModel.derive(f"EdgeScores{len(others)}", **fields)
 
 
 PROMPTS = ("analyst.system.md", "task_and_flows.md", "flows.md", "policies.md", "edges.md",

@@ -16,7 +16,9 @@ while others are in flight, a bounded number at a time, so memory does not grow 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import gc
 import inspect
 import json
 import os
@@ -582,6 +584,35 @@ def _first(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
     return next((leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)), leaves[0])
 
 
+_BATCH_GC = 50_000  # allocations between young-generation collections while a run goes on
+_batch_gc_users: list[tuple[int, int, int]] = []  # the thresholds found by the outermost run
+
+
+@contextlib.contextmanager
+def batch_collector() -> Iterator[None]:
+    """The cyclic garbage collector set for a batch job while runs go on in this process.
+
+    Its defaults suit interactive programs: a young collection every 700 allocations, and a full
+    one that walks every object, the imported modules and classes included (about a tenth of a
+    run's CPU, in pauses up to 0.14 s that hold every answer waiting on the loop). During a run
+    the objects that exist at its start (imports, plugins, the environment) are left out of
+    collections (``gc.freeze``) and young collections are rarer; both are undone when the last
+    run of the process ends."""
+    if not _batch_gc_users:
+        _batch_gc_users.append(gc.get_threshold())
+        gc.freeze()
+        gc.set_threshold(_BATCH_GC, *gc.get_threshold()[1:])
+    else:
+        _batch_gc_users.append(_batch_gc_users[0])
+    try:
+        yield
+    finally:
+        saved = _batch_gc_users.pop()
+        if not _batch_gc_users:
+            gc.set_threshold(*saved)
+            gc.unfreeze()
+
+
 async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Registry,
                    workspace: Path | None = None, model: str | None = None,
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
@@ -593,7 +624,8 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report)
-    return await runner.run()
+    with batch_collector():
+        return await runner.run()
 
 
 async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Registry, run_id: str,
@@ -603,4 +635,5 @@ async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Regi
     llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, until=until,
                     progress_stream=open(os.devnull, "w"), join=run_id, name=name)
-    return await runner.join_run()
+    with batch_collector():
+        return await runner.join_run()

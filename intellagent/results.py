@@ -29,6 +29,9 @@ class RunItem:
     warnings: list[str] = field(default_factory=list)
 
 
+_SCORES = TypeAdapter(list[Score])  # an item's scores are read in one call, not score by score
+
+
 @lru_cache(maxsize=256)
 def adapter(annotation: Any) -> TypeAdapter:
     return TypeAdapter(annotation)
@@ -49,7 +52,7 @@ class RunData:
     def items(self, step: str | None = None, *, prefix: str | None = None,
               payload: bool = False) -> Iterator[RunItem]:
         for row in self.store.run_items(self.run_id, step, prefix=prefix, payload=payload):
-            scores = [Score.model_validate(s) for s in json.loads(row["scores"] or "[]")]
+            scores = _SCORES.validate_json(row["scores"]) if row["scores"] else []
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
                           note=row["note"] or "", scores=scores, key=row["key"],
                           payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"))

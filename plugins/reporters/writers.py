@@ -45,11 +45,11 @@ class JsonReporter(Reporter):
         with path.open("w", encoding="utf-8") as fh:
             fh.write(head[:head.rindex("}")].rstrip() + ',\n "items": [')
             for i, item in enumerate(data.items(payload=True)):
-                fh.write(("," if i else "") + "\n  " + json.dumps({
-                    "step": item.step, "item": item.item, "status": item.status,
-                    "note": item.note, "scores": [s.model_dump() for s in item.scores],
-                    "value": json.loads(item.payload) if item.payload else None},
-                    ensure_ascii=False))
+                entry = json.dumps({"step": item.step, "item": item.item, "status": item.status,
+                                    "note": item.note, "scores": [s.model_dump() for s in item.scores]},
+                                   ensure_ascii=False)
+                # the stored payload is JSON text already: written as it is, not parsed and re-encoded
+                fh.write(("," if i else "") + "\n  " + entry[:-1] + ', "value": ' + (item.payload or "null") + "}")
             fh.write("\n ]\n}\n")
         return path
 

@@ -604,21 +604,31 @@ class Store:
         """The items of a run in position order (step, item, status, scores, and the payload when
         asked), streamed from the store."""
         self.flush()
-        ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
-        columns = [ri.step, ri.item, ri.pos, ri.key, ri.status, it.halt, it.note, it.scores,
-                   it.value_hash, it.warnings]
-        if payload:
-            columns.append(it.payload)
-        query = sa.select(*columns).join_from(RunItemRow.__table__, ItemRow.__table__,
-                                              ri.key == it.key).where(ri.run_id == run_id)
+        stmt = _run_items_statement(step is not None, bool(prefix), payload)
+        params: dict[str, Any] = {"r": run_id}
         if step is not None:
-            query = query.where(ri.step == step)
+            params["s"] = step
         if prefix:
-            query = query.where(ri.item.startswith(prefix + "/", autoescape=True))
-        with self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=500).execute(query.order_by(ri.pos, ri.step))
-            for row in result:
-                yield dict(row._mapping)
+            params |= {"p": prefix + "/", "n": len(prefix) + 1}
+        if not self._hot.sqlite:  # streamed by a server-side cursor
+            with self.engine.connect() as conn:
+                for row in conn.execution_options(yield_per=500).execute(stmt, params):
+                    yield dict(row._mapping)
+            return
+        # SQLite: the DBAPI cursor streams rows itself; SQLAlchemy's rows cost more than the read
+        text, keys = self._hot.sql(stmt, params)
+        conn = self.engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            cur.execute(text, self._hot.args(keys, params))
+            names = [d[0] for d in cur.description]
+            while rows := cur.fetchmany(500):
+                for row in rows:
+                    item = dict(zip(names, row))
+                    item["halt"] = bool(item["halt"])
+                    yield item
+        finally:
+            conn.close()
 
     def _insert_ignore(self, model: type[SQLModel]) -> Any:
         """INSERT that leaves an existing row (same primary key) as it is: several processes may
@@ -761,6 +771,28 @@ _CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
     "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
     "latency_ms": 0.0, "queue_ms": 0.0, "cost_usd": 0.0}
 _INSERT_CALL = sa.insert(LLMCallRow.__table__)
+_RUN_ITEMS: dict[tuple[bool, bool, bool], Any] = {}
+
+
+def _run_items_statement(step: bool, prefix: bool, payload: bool) -> Any:
+    """The query of :meth:`Store.run_items`, one per shape, made once (the compiled-SQL cache
+    is keyed by the statement's identity)."""
+    found = _RUN_ITEMS.get((step, prefix, payload))
+    if found is None:
+        ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
+        columns = [ri.step, ri.item, ri.pos, ri.key, ri.status, it.halt, it.note, it.scores,
+                   it.value_hash, it.warnings] + ([it.payload] if payload else [])
+        query = sa.select(*columns).join_from(RunItemRow.__table__, ItemRow.__table__,
+                                              ri.key == it.key).where(ri.run_id == sa.bindparam("r"))
+        if step:
+            query = query.where(ri.step == sa.bindparam("s"))
+        if prefix:  # the items under ``prefix/`` (no LIKE: an item name may hold % or _)
+            query = query.where(sa.func.substr(ri.item, sa.literal_column("1"), sa.bindparam("n"))
+                                == sa.bindparam("p"))
+        found = _RUN_ITEMS[(step, prefix, payload)] = query.order_by(ri.pos, ri.step)
+    return found
+
+
 _INSERT_CACHE = sa.insert(CachedResponseRow.__table__)
 _CACHE_TABLE = CachedResponseRow.__table__
 _CACHE_GET = sa.select(_CACHE_TABLE).where(_CACHE_TABLE.c.request_hash == sa.bindparam("h"))

@@ -118,3 +118,29 @@ def test_store_urls_are_checked_and_passwords_stay_out_of_yaml(runner, tmp_path)
     with pytest.raises(IntellagentError, match="not a usable IntellAgent store") as error:
         Store("postgresql://me:secret@127.0.0.1:1/nothing")
     assert "secret" not in str(error.value)
+
+
+def _items_under_prefixes(store):
+    run = store.start_run(environment="e", seed=1, config={})
+    names = ["E_1", "E%1", "E_1/0", "E_1/1", "EX1/0", "E%1/0", "E_10/0", ""]
+    for i, name in enumerate(names):
+        store.put_item(key=f"k{i}", step="p/s", status="ok", halt=i % 2 == 1, note="", scores="[]",
+                       payload=f'{{"i": {i}}}', value_hash=f"v{i}")
+        store.record_run_item(run, "t" if "/" in name else "s", name, f"{i:06d}/", f"k{i}", "ok")
+    store.flush()
+    under = lambda prefix, step=None: [r["item"] for r in store.run_items(run, step, prefix=prefix)]  # noqa: E731
+    assert under("E_1") == ["E_1/0", "E_1/1"]  # not EX1/0 (_ is not a wildcard) nor E_10/0
+    assert under("E%1") == ["E%1/0"]
+    assert under("E_1", "s") == [] and under(None, "s") == ["E_1", "E%1", ""]
+    rows = list(store.run_items(run, "t", payload=True))
+    assert [(r["item"], r["halt"], r["payload"]) for r in rows][:2] == [("E_1/0", False, '{"i": 2}'),
+                                                                         ("E_1/1", True, '{"i": 3}')]
+    assert all(type(r["halt"]) is bool and "payload" not in r for r in store.run_items(run))
+
+
+def test_run_items_under_a_prefix_on_sqlite(tmp_path):
+    _items_under_prefixes(Store.for_workspace(tmp_path))
+
+
+def test_run_items_under_a_prefix_on_postgresql(postgres_url):
+    _items_under_prefixes(Store(postgres_url))

@@ -10,7 +10,6 @@ import pytest
 from intellagent import hookimpl
 from intellagent.cli import cli
 from intellagent.runner import batch_collector
-from tests.conftest import REPO
 
 
 @pytest.fixture
@@ -33,18 +32,12 @@ def test_a_run_leaves_what_existed_before_it_out_of_collections(interactive_coll
 
 
 def test_a_failed_run_puts_the_collector_back_too(interactive_collector, runner, tmp_path):
-    from tests.test_observers import broken_generator
+    from tests.test_observers import run_broken_pipeline
 
     errors = []
     observer = types.ModuleType("gc_error_observer")
     observer.on_run_error = hookimpl(lambda run, error: errors.append(gc.get_freeze_count() > 1000))
-    steps = types.ModuleType("brokenstages")
-    steps.register_stages = hookimpl(lambda register: register(broken_generator()))
-    pipeline = tmp_path / "p.yaml"
-    pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
-        "{use: symbolic-events,", "{use: brokenstages/broken-events,"))
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
-                                 "--workspace", str(tmp_path / "ws")], obj={"plugins": (observer, steps)})
+    result = run_broken_pipeline(runner, tmp_path, observer)
     assert result.exit_code != 0
     assert errors == [True]  # the run got as far as the broken step
     assert gc.get_freeze_count() == 0

@@ -55,15 +55,20 @@ def broken_generator():
     return Broken
 
 
-def test_observers_see_a_step_error(runner, tmp_path):
-    plugin, seen = recorder()
+def run_broken_pipeline(runner, tmp_path, observer):
+    """The IntellAgent pipeline with an event generator that raises, run with ``observer``."""
     steps = types.ModuleType("brokenstages")
     steps.register_stages = hookimpl(lambda register: register(broken_generator()))
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
         "{use: symbolic-events,", "{use: brokenstages/broken-events,"))
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
-                                 "--workspace", str(tmp_path / "ws")], obj={"plugins": (plugin, steps)})
+    return runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline), "--events", "2",
+                               "--workspace", str(tmp_path / "ws")], obj={"plugins": (observer, steps)})
+
+
+def test_observers_see_a_step_error(runner, tmp_path):
+    plugin, seen = recorder()
+    result = run_broken_pipeline(runner, tmp_path, plugin)
     assert result.exit_code != 0
     assert ("on_step_error", "events", "generator bug") in seen
     assert ("on_run_error", "RuntimeError") in seen and not any(s[0] == "after_run" for s in seen)

@@ -786,7 +786,7 @@ def _run_items_statement(step: bool, prefix: bool, payload: bool) -> Any:
                                               ri.key == it.key).where(ri.run_id == sa.bindparam("r"))
         if step:
             query = query.where(ri.step == sa.bindparam("s"))
-        if prefix:  # the items under ``prefix/`` (no LIKE: an item name may hold % or _)
+        if prefix:  # the items under ``prefix/``: substr, as startswith's LIKE needs its value escaped
             query = query.where(sa.func.substr(ri.item, sa.literal_column("1"), sa.bindparam("n"))
                                 == sa.bindparam("p"))
         found = _RUN_ITEMS[(step, prefix, payload)] = query.order_by(ri.pos, ri.step)

@@ -251,6 +251,11 @@ class Runner:
         shares work), keeping this process's claims alive meanwhile."""
         executor = self.plan.executor
         keeper = asyncio.ensure_future(self._keep_claims())
+        # the environment's seed database, built in a thread while the first model calls are in
+        # flight rather than by the first item that needs it (a failure there is raised again,
+        # where it belongs, by the first copy)
+        seed = asyncio.get_running_loop().run_in_executor(None, self.env.prepare)
+        seed.add_done_callback(lambda done: done.cancelled() or done.exception())
         try:
             if executor.shares_work:
                 await executor.open(self._shared_run())

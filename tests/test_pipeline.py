@@ -345,3 +345,37 @@ def test_a_run_whose_graph_cannot_be_made_ends_cleanly_and_says_so(runner, tmp_p
     graph = items(report, "graph")[0]
     assert graph["status"] == "infra-error" and "could not be extracted" in graph["note"]
     assert not items(report, "events") and report["metrics"]["coverage"]["values"]["policies"] == 0.0
+
+
+def test_the_seed_database_is_built_once_and_off_the_event_loop_when_nothing_checked_it(runner, tmp_path,
+                                                                                        monkeypatch):
+    import asyncio
+    import threading
+
+    from intellagent.environment import load_environment, loader
+    from intellagent.plan import load_plan
+    from intellagent.registry import load_registry
+    from intellagent.runner import run_plan
+    from intellagent.store import Store
+
+    builds = []
+    real = loader.build_seed_database
+
+    def watched(env):  # the real build, noting which thread runs it
+        builds.append("main" if threading.current_thread() is threading.main_thread() else "thread")
+        return real(env)
+
+    monkeypatch.setattr(loader, "build_seed_database", watched)
+    # the command checks the environment first: that build is the one the run copies
+    result = run_cli(runner, "airline", "--events", "4", "--workspace", str(tmp_path / "cli"))
+    assert result.exit_code == 0, result.output
+    assert builds == ["main"] and len(items(load_report(tmp_path / "cli"), "events")) == 4
+    # through the API, unchecked: built on a worker thread while the graph's calls are in flight
+    builds.clear()
+    registry = load_registry()
+    env = load_environment(registry.resolve("environment", "airline").value)
+    plan = load_plan(None, registry, params={"events": "4"})
+    ws = tmp_path / "api"
+    report = asyncio.run(run_plan(plan, env, store=Store.for_workspace(ws), registry=registry,
+                                  workspace=ws, progress_stream=open(os.devnull, "w"))).report
+    assert builds == ["thread"] and sum(report.outcomes.values()) == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -54,6 +55,7 @@ class Environment(BaseModel):
     _checks: list[RuleCheck] = PrivateAttr(default_factory=list)
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
+    _seed_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _fingerprint: str | None = PrivateAttr(default=None)
     _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
     _source: dict[str, Any] = PrivateAttr(default_factory=dict)  # load_environment's arguments
@@ -80,13 +82,28 @@ class Environment(BaseModel):
         """A fresh copy of the database holding the seed rows (built once, then copied)."""
         if self.db_schema is None:
             raise EnvironmentError_(f"environment '{self.name}' has no database")
-        if self._seed_db is None:
-            db, problems = build_seed_database(self)
-            if problems:
-                raise problems[0]
-            db.hash()  # its tables' hash texts cached: a copy's hash reads only the rows it wrote
-            self._seed_db = db
+        self.prepare()
+        assert self._seed_db is not None
         return self._seed_db.copy()
+
+    def prepare(self) -> None:
+        """Build the seed database now if the environment has one (what :meth:`seed_database`
+        copies). Safe from another thread: a run starts it in one while its first model calls
+        are in flight, and a first copy waits for it."""
+        if self.db_schema is None or self._seed_db is not None:
+            return
+        with self._seed_lock:
+            if self._seed_db is None:
+                db, problems = build_seed_database(self)
+                if problems:
+                    raise problems[0]
+                self._install_seed(db)
+
+    def _install_seed(self, db: Database) -> None:
+        """Keep ``db``, a faultless build of the seed, as the one copies are made from (the
+        caller holds the lock, or no run has started)."""
+        db.hash()  # its tables' hash texts cached: a copy's hash reads only the rows it wrote
+        self._seed_db = db
 
     def loaded_seed(self) -> dict[str, dict[str, Any]]:
         """The rows the environment's seed loader returns ({table: {key: record}})."""
@@ -345,10 +362,19 @@ def check_environment(env: Environment) -> list[IntellagentError]:
     if env.db_schema is not None:
         db, seed_problems = build_seed_database(env)
         problems.extend(seed_problems)
-        if not seed_problems and env.validators:
-            where = next(iter(env.seed_files.values()), env.path)
-            for complaint in validate_database(db, env.validators, limit=MAX_PROBLEMS):
-                problems.append(EnvironmentError_(f"validator: {complaint}", file=where.parent
-                                                  if where != env.path else where))
-        db.close()
+        if seed_problems:
+            db.close()
+        else:
+            with env._seed_lock:  # a run that follows copies this build instead of making its own
+                if env._seed_db is None:
+                    env._install_seed(db)
+                else:
+                    db.close()
+            if env.validators:
+                where = next(iter(env.seed_files.values()), env.path)
+                db = env.seed_database()  # validators see a copy: the seed stays as built
+                for complaint in validate_database(db, env.validators, limit=MAX_PROBLEMS):
+                    problems.append(EnvironmentError_(f"validator: {complaint}", file=where.parent
+                                                      if where != env.path else where))
+                db.close()
     return problems[:MAX_PROBLEMS]

@@ -11,7 +11,7 @@ import hashlib
 import json
 import sqlite3
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
@@ -268,12 +268,23 @@ class Database:
         rows = self._select(table, f"WHERE {_q(pk)} = ?", (key,))
         return rows[0][1] if rows else None
 
+    def raw_rows(self, table: str, keys: list[Any] | None = None) -> Iterable[tuple]:
+        """The rows of ``table`` as SQLite holds them (the decoder's columns, unordered): all of
+        them, or those whose primary key is among ``keys``."""
+        t = self._table(table)
+        select = f"SELECT {self._decoder(t).columns} FROM {_q(table)}"
+        if keys is None:
+            return self.conn.execute(select)
+        if not keys:
+            return ()
+        return self.conn.execute(f"{select} WHERE {_q(t.primary_key)} IN ({', '.join('?' * len(keys))})",
+                                 keys)
+
     def record_json(self, table: str, key: Any) -> str | None:
         """``json.dumps(self.get(table, key), default=str, ensure_ascii=False)``, remembered per
         row content: rows shown to a model again and again (seed rows) are decoded once."""
         t = self._table(table)
-        raw = self.conn.execute(f"SELECT {self._decoder(t).columns} FROM {_q(table)} WHERE {_q(t.primary_key)} = ?",
-                                (key,)).fetchone()
+        raw = next(iter(self.raw_rows(table, [key])), None)
         if raw is None:
             return None
         cache = self.schema._row_json_text
@@ -436,7 +447,6 @@ class Database:
     def _row_texts(self, tname: str) -> dict[str, str]:
         """Key → the row's text in the state hash, for every row of ``tname``."""
         table = self.schema.tables[tname]
-        cols = self._decoder(table).columns
         base = (self._base or {}).get(tname)
         origin = _lru_get(self.schema._table_hash_text, (tname, base)) if base is not None else None
         changed = self.changed_keys(tname) if origin is not None else None
@@ -445,10 +455,9 @@ class Database:
             pk = table.columns[table.primary_key]
             for key in changed:
                 entries.pop(str(_from_sql(pk, key)), None)  # keyed as the decoder keys a row
-            rows = self.conn.execute(f"SELECT {cols} FROM {_q(tname)} WHERE {_q(table.primary_key)} "
-                                     f"IN ({', '.join('?' * len(changed))})", changed) if changed else ()
         else:
-            entries, rows = {}, self.conn.execute(f"SELECT {cols} FROM {_q(tname)}")
+            entries = {}
+        rows = self.raw_rows(tname, changed)
         cache = self.schema._row_hash_text  # raw SQLite values → (key, text)
         if len(cache) > 50_000:  # seed rows and recent ones; bounded for long runs
             cache.clear()

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.environment.database import Database, Dump, _q
+from intellagent.environment.database import Database, Dump
 
 
 class FieldChange(BaseModel):
@@ -105,16 +105,12 @@ def diff_databases(before: Database, after: Database) -> DbDiff:
         if old_versions and new_versions and tname in old_versions \
                 and old_versions.get(tname) == new_versions.get(tname):
             continue  # neither wrote to it since one was copied from the other
-        cols = before._decoder(table).columns
         pk = list(table.columns).index(table.primary_key)
-        select = f"SELECT {cols} FROM {_q(tname)}"
-        keys = _written_since(before, after, tname)
-        if keys is not None:  # ``after`` is a copy of ``before`` with these keys written
-            if not keys:
-                continue
-            select += f" WHERE {_q(table.primary_key)} IN ({', '.join('?' * len(keys))})"
-        old = {row[pk]: row for row in before.conn.execute(select, keys or ())}
-        new = {row[pk]: row for row in after.conn.execute(select, keys or ())}
+        keys = _written_since(before, after, tname)  # ``after`` a copy of ``before`` with these written
+        if keys == []:
+            continue
+        old = {row[pk]: row for row in before.raw_rows(tname, keys)}
+        new = {row[pk]: row for row in after.raw_rows(tname, keys)}
         td = TableDiff()
         for key, row in new.items():
             if key not in old:

@@ -430,19 +430,38 @@ class Database:
         A table whose version was hashed before is reused as it is; a table written since this
         database was copied from a hashed one is that table's rows with only the changed keys
         read again; any other table is read whole. Rows already seen (every conversation's
-        database shares most rows with the seed) are not decoded again."""
-        tables = []
+        database shares most rows with the seed) are not decoded again. The digest is fed table
+        by table, and resumes after the longest run of first tables hashed before at the same
+        versions (a conversation rarely writes to the first tables: flights before reservations)."""
         versions = self.versions() or {}
-        for tname in sorted(self.schema.tables):
-            version = versions.get(tname)
+        names = sorted(self.schema.tables)
+        prefixes = self.schema._hash_prefixes
+        steps = [(tname, versions.get(tname)) for tname in names]
+        done, digest = 0, None
+        for i in range(len(steps), 0, -1):
+            if steps[i - 1][1] is None:
+                continue
+            digest = prefixes.get(tuple(steps[:i]))
+            if digest is not None:
+                done, digest = i, digest.copy()
+                break
+        if digest is None:
+            digest = hashlib.sha256(b"(")
+        for i in range(done, len(steps)):
+            tname, version = steps[i]
             known = _lru_get(self.schema._table_hash_text, (tname, version)) if version is not None else None
             if known is None:
                 entries = self._row_texts(tname)
                 known = (entries, f"({tname!r}, {_tuple_text([entries[k] for k in sorted(entries)])})")
                 if version is not None:
                     _lru_put(self.schema._table_hash_text, (tname, version), known)
-            tables.append(known[1])
-        return hashlib.sha256(_tuple_text(tables).encode("utf-8")).hexdigest()
+            digest.update((", " + known[1] if i else known[1]).encode("utf-8"))
+            if all(v is not None for _, v in steps[:i + 1]):
+                if len(prefixes) >= HASH_PREFIXES:
+                    del prefixes[next(iter(prefixes))]
+                prefixes[tuple(steps[:i + 1])] = digest.copy()
+        digest.update(b",)" if len(steps) == 1 else b")")  # str() of a tuple of one has its comma
+        return digest.hexdigest()
 
     def _row_texts(self, tname: str) -> dict[str, str]:
         """Key → the row's text in the state hash, for every row of ``tname``."""
@@ -480,6 +499,10 @@ def _lru_get(cache: dict, key: Any) -> Any:
 HASH_TEXTS = (64, 50_000_000)
 """Tables' hash texts kept (each with its rows'): at most this many, of at most this many
 characters in all (a few copies of a large table; the seed's, used by every copy, stay)."""
+
+
+HASH_PREFIXES = 256
+"""Digests after the first tables kept (each a few hundred bytes), oldest dropped first."""
 
 
 def _lru_put(cache: dict, key: Any, value: tuple[dict[str, str], str]) -> None:

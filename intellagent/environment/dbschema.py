@@ -73,6 +73,8 @@ class DatabaseSchema(StrictModel):
     _row_hash_text: dict[tuple, tuple[str, str]] = PrivateAttr(default_factory=dict)
     # (table, version) → (key → row text, table text), least recently used first
     _table_hash_text: dict[tuple, tuple[dict[str, str], str]] = PrivateAttr(default_factory=dict)
+    # ((table, version), ...) of the first tables in name order → the state hash's SHA-256 after them
+    _hash_prefixes: dict[tuple, Any] = PrivateAttr(default_factory=dict)
     _decoders: dict[int, Any] = PrivateAttr(default_factory=dict)  # id(table) → row decoder
     _row_json_text: dict[tuple, str] = PrivateAttr(default_factory=dict)  # (table, raw row) → JSON
 

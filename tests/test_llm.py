@@ -16,6 +16,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from intellagent.cli import cli
 from intellagent.errors import ConfigError
 from intellagent.llm import LLM, ResponseModel, Status
+from intellagent.llm.types import ChatRequest
 from intellagent.llm.errors import RealModelForbidden
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, Price
 from intellagent.store import Store
@@ -216,6 +217,32 @@ def test_http_structured_chat_and_tools(openai_server):
     assert calls, "the server should have called the tool at least once"
     jsonschema.validate(json.loads(calls[0].arguments), TOOL["function"]["parameters"])
     assert openai_server.requests[-1]["tools"] == [TOOL]
+    run(llm.aclose())
+
+
+def test_the_key_text_is_one_sorted_json_of_the_fields_and_the_body_reuses_it(openai_server):
+    """The cache key's text is made field by field and kept for the body: it must stay the text of
+    one ``json.dumps`` of every field (keys of earlier runs' caches), and the body must carry the
+    same conversation and tools the key names."""
+    messages = [{"role": "system", "content": "Réservez — 東京 \"q\""},
+                {"role": "user", "content": "x", "name": "u", "extra": [1, 2.5, None, {"b": 1, "a": True}]}]
+    requests = [ChatRequest(model="m", messages=messages),
+                ChatRequest(model="m", messages=messages, tools=[TOOL], tool_choice="auto", temperature=0.2,
+                            response_schema={"type": "object", "b": [1], "a": {}}, seed=3, sample="s/1",
+                            endpoint={"base_url": "http://127.0.0.1:1/v1", "options": {"z": 1, "y": None}})]
+    for request in requests:
+        fields = {name: getattr(request, name) for name in type(request).model_fields}
+        assert request.canonical() == json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+
+    llm = http_llm(openai_server)
+    assert run(llm.chat(messages, tools=[TOOL])).ok and run(llm.structured(messages, Policies)).ok
+    chat, structured = openai_server.bodies[-2:]
+    for raw, parsed in zip((chat, structured), openai_server.requests[-2:]):
+        assert parsed["messages"] == messages and parsed["model"] == "gpt-4o-mini"
+        # the key's own text of the conversation, not a second encoding of it
+        assert json.dumps(messages, sort_keys=True, ensure_ascii=False).encode() in raw
+    assert json.dumps([TOOL], sort_keys=True, ensure_ascii=False).encode() in chat
+    assert openai_server.requests[-1]["tools"][0]["function"]["name"] == "Policies"
     run(llm.aclose())
 
 

@@ -8,7 +8,7 @@ import weakref
 from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, PrivateAttr, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
 from intellagent.hashing import json_copy
@@ -61,16 +61,43 @@ class ChatRequest(BaseModel):
         default=None, description="Which draw this is when one question is asked more than once "
                                   "(the step item it is asked for, a trial, a candidate): part of "
                                   "the key and of the seed, never sent to the model.")
+    _texts: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def canonical(self) -> str:
         """The request as sorted-key JSON text (the fields are plain JSON already: read as they
-        are, not through ``model_dump``, which copies a long conversation value by value)."""
-        fields = {name: getattr(self, name) for name in type(self).model_fields}
-        return json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+        are, not through ``model_dump``, which copies a long conversation value by value).
+
+        Made field by field, the same text as one ``json.dumps`` of them all; the conversation's
+        and the tools' texts are kept for the request's body (``encoded``), so the longest parts
+        of a request are encoded once, not once for the key and again to send."""
+        parts = []
+        for name in _FIELDS:
+            value = getattr(self, name)
+            text = _dumps(value)
+            if name in _SPLICED and value:
+                self._texts[name] = text
+            parts.append(f'"{name}": {text}')
+        return "{" + ", ".join(parts) + "}"
+
+    def encoded(self, name: str, value: Any) -> str | None:
+        """The JSON text of field ``name`` made by ``canonical``, when ``value`` equals that
+        field's value (a structured-output library rebuilds the messages it is given, equal
+        ones; comparing them is a fraction of encoding them); else None."""
+        text = self._texts.get(name)
+        return text if text is not None and value == getattr(self, name) else None
 
     def key(self, canonical: str | None = None) -> str:
         text = self.canonical() if canonical is None else canonical
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_FIELDS = tuple(sorted(ChatRequest.model_fields))
+_SPLICED = {"messages", "tools"}
+"""The fields whose canonical text a provider's request body takes as it is (``encoded``)."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 _SCHEMAS: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()

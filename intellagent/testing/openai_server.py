@@ -60,6 +60,7 @@ class OpenAIServer:
         self.responder = responder
         self.list_items = list_items
         self.requests: list[dict[str, Any]] = []
+        self.bodies: list[bytes] = []  # each request's body as it came
         self.in_flight = 0
         self.max_in_flight = 0
         self.faults_sent: Counter[str] = Counter()
@@ -162,6 +163,7 @@ class OpenAIServer:
             self._send(writer, 400, {"error": {"message": "body is not JSON"}})
             return True
         self.requests.append(request)
+        self.bodies.append(body)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

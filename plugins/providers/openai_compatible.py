@@ -33,8 +33,10 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"
 PROBE_TRIES = 4  # attempts of one mode through transient faults
-_TALLY: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("intellagent_tally", default=None)
-"""The structured call being made in this task: its [prompt, completion] tokens over attempts."""
+_CALL: contextvars.ContextVar[tuple[ChatRequest, list[int]] | None] = contextvars.ContextVar(
+    "intellagent_structured_call", default=None)
+"""The structured call being made in this task: its request (whose encoded conversation the
+body reuses) and its [prompt, completion] tokens over attempts."""
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
 
@@ -105,15 +107,17 @@ class OpenAIProvider:
             instructor_memo.apply()  # after patch, which imports the modules to patch
         return session, by_mode[mode]
 
-    async def _post(self, session: aiohttp.ClientSession, params: dict[str, Any]) -> bytes:
+    async def _post(self, session: aiohttp.ClientSession, params: dict[str, Any],
+                    request: ChatRequest | None = None) -> bytes:
         """One request to ``/chat/completions``; the body of a 2xx answer, or a ProviderError.
 
         We send the body as it is and read the answer ourselves: the ``openai`` SDK walks every
         request through its TypedDict annotations and builds its answer objects in pure Python,
-        several times the CPU of the HTTP exchange itself (``bench/llm_bench.py``)."""
-        body = json.dumps({k: v for k, v in params.items() if v is not None})
+        several times the CPU of the HTTP exchange itself (``bench/llm_bench.py``). The parts
+        ``request`` has encoded already for its key (the conversation, the tools) go in as that text."""
+        body = _body(params, request)
         try:
-            async with session.post(self._url, data=body.encode(), headers=self._headers,
+            async with session.post(self._url, data=body, headers=self._headers,
                                     proxy=self._proxy) as response:
                 raw = await response.read()
                 if response.status < 400:
@@ -132,8 +136,8 @@ class OpenAIProvider:
         """``chat.completions.create`` for instructor: the answer as the SDK's ChatCompletion."""
 
         async def create(**params: Any) -> ChatCompletion:
-            completion = _read_completion(await self._post(session, params))
-            tally = _TALLY.get()
+            request, tally = _CALL.get() or (None, None)
+            completion = _read_completion(await self._post(session, params, request))
             if tally is not None and completion.usage is not None:
                 # counted here; instructor's own tally deep-copies the usage three times an answer
                 tally[0] += completion.usage.prompt_tokens or 0
@@ -193,7 +197,7 @@ class OpenAIProvider:
 
     async def chat(self, request: ChatRequest) -> ChatReply:
         session, _ = self._for_this_loop()
-        data = _read_json(await self._post(session, self._params(request)))
+        data = _read_json(await self._post(session, self._params(request), request))
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -218,7 +222,7 @@ class OpenAIProvider:
         except Exception as exc:
             raise _translate(exc) from exc
         tally = [0, 0]  # tokens of every attempt (instructor re-asks invalid output)
-        counting = _TALLY.set(tally)
+        counting = _CALL.set((request, tally))
         try:
             _, structured_client = self._for_this_loop(mode)
             value, _ = await structured_client.chat.completions.create_with_completion(
@@ -228,7 +232,7 @@ class OpenAIProvider:
         except Exception as exc:
             raise _translate(exc) from exc
         finally:
-            _TALLY.reset(counting)
+            _CALL.reset(counting)
         if type(value) is not response_model:  # instructor returns a subclass of its own
             value = response_model.model_validate(value.model_dump(by_alias=True))
         return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1])
@@ -257,6 +261,17 @@ def _proxy_for(url: str) -> str | None:
     if _is_local(url) or urllib.request.proxy_bypass(host):
         return None
     return urllib.request.getproxies().get(parts.scheme)
+
+
+def _body(params: dict[str, Any], request: ChatRequest | None) -> bytes:
+    """The JSON body of ``params`` (None values left out), with the text ``request`` already has
+    for a value it shares (see ``ChatRequest.encoded``)."""
+    parts = []
+    for name, value in params.items():
+        if value is not None:
+            text = request.encoded(name, value) if request is not None else None
+            parts.append(f"{json.dumps(name)}: {text if text is not None else json.dumps(value)}")
+    return ("{" + ", ".join(parts) + "}").encode()
 
 
 def _read_json(raw: bytes) -> dict[str, Any]:

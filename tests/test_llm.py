@@ -299,6 +299,32 @@ def test_persistent_invalid_output_is_an_infra_error():
         assert outcome.error.startswith("invalid-output: output did not fit Verdict after 2 attempts")
 
 
+class NeverAnswers:
+    """A model endpoint that takes every request and never answers."""
+
+    cacheable = False
+
+    def __init__(self) -> None:
+        self.calls = self.cancelled = 0
+
+    async def chat(self, request):
+        self.calls += 1
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+def test_the_per_call_timeout_ends_a_request_that_never_answers_and_cancels_it():
+    llm = LLM(LLMSettings(default=ModelSettings(model="m", timeout=0.2), max_retries=1, backoff_base=0.01))
+    endpoint = llm._by_role["default"] = NeverAnswers()
+    started = time.perf_counter()
+    out = run(llm.chat(USER))
+    assert out.status is Status.infra_error and "no answer within 0.2s" in out.error and out.attempts == 2
+    assert endpoint.calls == endpoint.cancelled == 2 and time.perf_counter() - started < 2
+
+
 def test_rejected_requests_are_not_retried():
     with OpenAIServer() as server:
         model = ModelSettings(model="m", base_url=f"http://127.0.0.1:{server.port}/wrong")

@@ -211,7 +211,8 @@ class LLM:
                         return self._budget_stop(key)
                     await self.limiter.acquire(estimate)
                     queued += time.perf_counter() - waiting
-                    value, usage = await asyncio.wait_for(invoke(provider), timeout)
+                    async with asyncio.timeout(timeout):  # in this task: wait_for makes a task per call
+                        value, usage = await invoke(provider)
                 error = None
                 break
             except asyncio.TimeoutError:

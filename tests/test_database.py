@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 
 import pytest
 
@@ -60,6 +61,28 @@ def test_copy_is_independent(shop):
     assert db.get("customers", "c1")["credit"] == 10
     assert copy.get("customers", "c1")["credit"] == 99
     assert env.seed_database().get("customers", "c1")["credit"] == 10
+
+
+def test_a_copy_made_inside_an_open_transaction_holds_its_writes_and_outlives_its_rollback(shop):
+    """SQLite's online backup cannot read a database its own connection is writing to (the copy
+    used to wait forever): a copy is the database as it is now, its own from then on."""
+    env = load_environment(shop)
+    db = env.seed_database()
+    copies: list[Database] = []
+    with pytest.raises(RuntimeError, match="undo"):
+        with db.transaction():
+            db.update("customers", "c1", credit=99)
+            worker = threading.Thread(target=lambda: copies.append(db.copy()), daemon=True)
+            worker.start()
+            worker.join(10)  # on a thread: a copy that waits forever fails the test, not the suite
+            raise RuntimeError("undo")
+    assert copies, "copy() inside an open transaction did not return"
+    copy = copies[0]
+    assert db.get("customers", "c1")["credit"] == 10 and copy.get("customers", "c1")["credit"] == 99
+    assert list(copy.dump()["customers"]) == list(db.dump()["customers"])  # rows in their order
+    assert copy.changed_keys("customers") == [] and copy.hash() == state_hash(copy.dump()) != db.hash()
+    copy.update("customers", "c2", credit=7)  # a database of its own: writable, and tracked
+    assert copy.changed_keys("customers") == ["c2"] and copy.hash() == state_hash(copy.dump())
 
 
 def test_rows_are_checked_against_the_schema(shop):

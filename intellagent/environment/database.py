@@ -126,6 +126,28 @@ def _track_versions(conn: sqlite3.Connection, schema: DatabaseSchema) -> None:
 _VERSION_SCRIPTS: dict[tuple[tuple[str, str], ...], str] = {}
 
 
+def _clone(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
+    """Every table, row, index and trigger of ``source`` as its connection sees them (uncommitted
+    writes included) into the empty ``target``; triggers last, so the copy fires none."""
+    objects = source.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                             "AND name NOT LIKE 'sqlite_%'").fetchall()
+    target.execute("BEGIN")
+    for kind, name, sql in objects:
+        if kind == "table":
+            target.execute(sql)
+            rows = source.execute(f"SELECT * FROM {_q(name)}").fetchall()
+            if rows:
+                marks = ", ".join("?" for _ in rows[0])
+                target.executemany(f"INSERT INTO {_q(name)} VALUES ({marks})", rows)
+    for kind, _, sql in objects:
+        if kind in ("index", "view"):
+            target.execute(sql)
+    for kind, _, sql in objects:
+        if kind == "trigger":
+            target.execute(sql)
+    target.execute("COMMIT")
+
+
 def _connection_pragmas(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA foreign_keys = ON")
     # a row that INSERT OR REPLACE (or a UNIQUE clash under REPLACE) deletes fires the DELETE
@@ -197,9 +219,15 @@ class Database:
         return db
 
     def copy(self) -> "Database":
-        """An independent copy (SQLite's online backup: fast, page for page)."""
+        """An independent copy of what the database holds now (SQLite's online backup: fast,
+        page for page). Inside an open transaction (a tool's), the backup cannot read a database
+        its own connection is writing to (it waited forever): the copy is then made statement by
+        statement, the transaction's writes included."""
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.conn.backup(conn)
+        if self.conn.in_transaction:
+            _clone(self.conn, conn)
+        else:
+            self.conn.backup(conn)
         _connection_pragmas(conn)
         versions = self.versions()
         if versions is not None:

@@ -455,6 +455,9 @@ class Runner:
                     return held if held is not None else await self._compute(step, scope, key, inputs, draw)
                 finally:
                     self.store.release(key, self.owner)
+            # what this process finished (and the claims it gave up) must be in the store before
+            # it waits: the process holding ``key`` may be waiting for one of them
+            self.store.flush()
             await asyncio.sleep(CLAIM_POLL)
             held = self._stored(step, key)
             if held is not None:

@@ -493,13 +493,11 @@ class Store:
         self._maybe_flush()
 
     def record_answer(self, call: dict[str, Any], *, cache: dict[str, Any] | None = None) -> None:
-        """The row of an answered call and, when given, its cache entry, committed at once:
-        an answer that was paid for is never lost to a kill."""
+        """The row of an answered call and, when given, its cache entry (``response``: the
+        answer as JSON text), committed at once: an answer that was paid for is never lost to a kill."""
         call.setdefault("created_at", time.time())
         row = {**_CALL_DEFAULTS, **call}
-        entry = None if cache is None else {
-            **cache, "response": json.dumps(cache["response"], sort_keys=True),
-            "created_at": call["created_at"]}
+        entry = None if cache is None else {**cache, "created_at": call["created_at"]}
         with self._hot.write() as cur:
             self._hot.execute(cur, _INSERT_CALL, row)
             if entry is not None:

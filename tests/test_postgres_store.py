@@ -42,7 +42,7 @@ def test_migrations_items_claims_and_cost_on_postgresql(postgres_url):
                              request_hash="h1", kind="structured", item_key="k1", outcome="ok",
                              prompt_tokens=3, completion_tokens=4, cost_usd=0.5),
                         cache=dict(request_hash="h1", model="m", kind="structured",
-                                   response={"a": 1}, prompt_tokens=3, completion_tokens=4))
+                                   response='{"a": 1}', prompt_tokens=3, completion_tokens=4))
     assert json.loads(store.cached("h1").response) == {"a": 1} and store.cached("h2") is None
     store.put_item(key="k1", step="p/s", status="infra-error", halt=False, note="down",
                    scores="[]", payload="null", value_hash="v0")

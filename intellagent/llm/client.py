@@ -126,7 +126,7 @@ class LLM:
             return reply, reply.usage
 
         return await self._call("chat", role, stage, request, invoke, item,
-                                decode=ChatReply.model_validate, encode=lambda r: r.model_dump())
+                                decode=ChatReply.model_validate_json, encode=lambda r: r.model_dump_json())
 
     async def structured(self, messages: list[dict[str, Any]], response_model: type[M], *,
                          role: str = "default", stage: str | None = None,
@@ -139,12 +139,12 @@ class LLM:
             return await provider.structured(request, response_model, self.settings.validation_retries)
 
         return await self._call("structured", role, stage, request, invoke, item,
-                                decode=response_model.model_validate,
-                                encode=lambda v: v.model_dump(mode="json", by_alias=True))
+                                decode=response_model.model_validate_json,
+                                encode=lambda v: v.model_dump_json(by_alias=True))
 
     async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
                     invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]], item: str | None,
-                    decode: Callable[[Any], Any], encode: Callable[[Any], Any]) -> Outcome:
+                    decode: Callable[[str], Any], encode: Callable[[Any], str]) -> Outcome:
         text = request.canonical()
         key = request.key(text)
         settings = self.settings_for(role)
@@ -172,7 +172,7 @@ class LLM:
                 self.store.record_call(**record, cached=True, attempts=0, outcome="ok",
                                        prompt_tokens=usage.prompt_tokens,
                                        completion_tokens=usage.completion_tokens)
-                return Outcome(status=Status.ok, value=decode(json.loads(hit.response)), usage=usage,
+                return Outcome(status=Status.ok, value=decode(hit.response), usage=usage,
                                cached=True, request_hash=key)
             future: asyncio.Future = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
@@ -193,7 +193,7 @@ class LLM:
 
     async def _ask(self, record: dict[str, Any], request: ChatRequest, settings: ModelSettings,
                    provider: Any, invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
-                   encode: Callable[[Any], Any], key: str, kind: str, cacheable: bool,
+                   encode: Callable[[Any], str], key: str, kind: str, cacheable: bool,
                    estimate: int) -> Outcome:
         """Ask the provider, with retries; record the call; cache the answer."""
         timeout = settings.timeout or self.settings.timeout

@@ -462,13 +462,12 @@ class Database:
         by table, and resumes after the longest run of first tables hashed before at the same
         versions (a conversation rarely writes to the first tables: flights before reservations)."""
         versions = self.versions() or {}
-        names = sorted(self.schema.tables)
         prefixes = self.schema._hash_prefixes
-        steps = [(tname, versions.get(tname)) for tname in names]
+        steps = [(tname, versions.get(tname)) for tname in sorted(self.schema.tables)]
+        # only the first tables up to one of no version can be named by their versions
+        named = next((i for i, (_, version) in enumerate(steps) if version is None), len(steps))
         done, digest = 0, None
-        for i in range(len(steps), 0, -1):
-            if steps[i - 1][1] is None:
-                continue
+        for i in range(named, 0, -1):
             digest = prefixes.get(tuple(steps[:i]))
             if digest is not None:
                 done, digest = i, digest.copy()
@@ -484,7 +483,7 @@ class Database:
                 if version is not None:
                     _lru_put(self.schema._table_hash_text, (tname, version), known)
             digest.update((", " + known[1] if i else known[1]).encode("utf-8"))
-            if all(v is not None for _, v in steps[:i + 1]):
+            if i < named:
                 if len(prefixes) >= HASH_PREFIXES:
                     del prefixes[next(iter(prefixes))]
                 prefixes[tuple(steps[:i + 1])] = digest.copy()

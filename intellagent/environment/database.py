@@ -132,20 +132,15 @@ def _clone(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
     objects = source.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL "
                              "AND name NOT LIKE 'sqlite_%'").fetchall()
     target.execute("BEGIN")
-    for kind, name, sql in objects:
-        if kind == "table":
-            target.execute(sql)
-            rows = source.execute(f"SELECT * FROM {_q(name)}").fetchall()
-            if rows:
-                marks = ", ".join("?" for _ in rows[0])
-                target.executemany(f"INSERT INTO {_q(name)} VALUES ({marks})", rows)
-    for kind, _, sql in objects:
-        if kind in ("index", "view"):
-            target.execute(sql)
-    for kind, _, sql in objects:
-        if kind == "trigger":
-            target.execute(sql)
+    for kind, name, sql in sorted(objects, key=lambda o: _CLONE_ORDER[o[0]]):  # stable: tables in order
+        target.execute(sql)
+        rows = source.execute(f"SELECT * FROM {_q(name)}").fetchall() if kind == "table" else []
+        if rows:
+            target.executemany(f"INSERT INTO {_q(name)} VALUES ({', '.join('?' * len(rows[0]))})", rows)
     target.execute("COMMIT")
+
+
+_CLONE_ORDER = {"table": 0, "index": 1, "view": 1, "trigger": 2}
 
 
 def _connection_pragmas(conn: sqlite3.Connection) -> None:

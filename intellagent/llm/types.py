@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import weakref
 from enum import Enum
@@ -11,7 +10,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, PrivateAttr, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
-from intellagent.hashing import json_copy
+from intellagent.hashing import json_copy, text_hash
 
 T = TypeVar("T")
 
@@ -87,8 +86,7 @@ class ChatRequest(BaseModel):
         return text if text is not None and value == getattr(self, name) else None
 
     def key(self, canonical: str | None = None) -> str:
-        text = self.canonical() if canonical is None else canonical
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return text_hash(self.canonical() if canonical is None else canonical)
 
 
 _FIELDS = tuple(sorted(ChatRequest.model_fields))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+import itertools
 import json
 import math
 import resource
@@ -160,15 +161,10 @@ def replayed(chains: list[int], latency: float, slots: int, items_at_once: int) 
     ``slots`` calls in flight, granted first come first served (as the LLM layer's semaphore)."""
     pending = iter(chains)
     clock = 0.0
-    ready: list[tuple[float, int, int]] = []  # (asks at, order, calls left): waiting for a slot
+    # (asks at, order, calls left): waiting for a slot; in order already, so a heap
+    ready = [(0.0, n, calls) for n, calls in enumerate(itertools.islice(pending, items_at_once))]
     running: list[tuple[float, int, int]] = []  # (answered at, order, calls left after it)
-    order = 0
-    for calls in pending:
-        ready.append((0.0, order, calls))
-        order += 1
-        if order == items_at_once:
-            break
-    heapq.heapify(ready)
+    order = len(ready)
     while ready or running:
         while ready and len(running) < slots and ready[0][0] <= clock:
             _, n, left = heapq.heappop(ready)

@@ -375,31 +375,34 @@ class Database:
     def insert(self, table: str, record: dict[str, Any], *, key: Any = None) -> None:
         """Add a record; ``key`` is needed when the table keeps its key out of the record."""
         t, row = self._row(table, record, key)
-        self._check_references(table, t, row)
-        cols = list(t.columns)
-        try:
-            self.conn.execute(
-                f"INSERT INTO {_q(table)} ({', '.join(_q(c) for c in cols)}) "
-                f"VALUES ({', '.join('?' for _ in cols)})",
-                tuple(_to_sql(t.columns[c], row.get(c)) for c in cols))
-        except sqlite3.IntegrityError as exc:
-            raise RowError(f"{table}[{row[t.primary_key]!r}]: {_integrity_message(exc, t)}") from None
+        self._write(table, t, row, None)
 
     def put(self, table: str, key: Any, record: dict[str, Any]) -> None:
         """Replace the record at ``key`` (keeping its place in insertion order), or add it."""
         t, row = self._row(table, record, key)
-        if not self.has(table, key):
-            self.insert(table, record, key=key)
-            return
-        self._check_references(table, t, row)
-        cols = [c for c in t.columns if c != t.primary_key]
+        self._write(table, t, row, key if self.has(table, key) else None)
+
+    def _write(self, tname: str, table: Table, row: dict[str, Any], key: Any) -> None:
+        """Insert a checked row, or update the one at ``key`` with it."""
+        self._check_references(tname, table, row)
+        statements = self.schema._statements
+        sql = statements.get((tname, key is None))
+        if sql is None:
+            pk = _q(table.primary_key)
+            if key is None:
+                sql = (f"INSERT INTO {_q(tname)} ({', '.join(_q(c) for c in table.columns)}) "
+                       f"VALUES ({', '.join('?' for _ in table.columns)})")
+            else:
+                sets = ", ".join(f"{_q(c)} = ?" for c in table.columns if c != table.primary_key)
+                sql = f"UPDATE {_q(tname)} SET {sets} WHERE {pk} = ?"
+            statements[(tname, key is None)] = sql
+        values = tuple(_to_sql(col, row.get(c)) for c, col in table.columns.items()
+                       if key is None or c != table.primary_key)
         try:
-            self.conn.execute(
-                f"UPDATE {_q(table)} SET {', '.join(f'{_q(c)} = ?' for c in cols)} "
-                f"WHERE {_q(t.primary_key)} = ?",
-                tuple(_to_sql(t.columns[c], row.get(c)) for c in cols) + (key,))
+            self.conn.execute(sql, values if key is None else values + (key,))
         except sqlite3.IntegrityError as exc:
-            raise RowError(f"{table}[{key!r}]: {_integrity_message(exc, t)}") from None
+            label = row[table.primary_key] if key is None else key
+            raise RowError(f"{tname}[{label!r}]: {_integrity_message(exc, table)}") from None
 
     def update(self, table: str, key: Any, **changes: Any) -> dict[str, Any]:
         """Change some fields of a record; returns the new record."""
@@ -546,11 +549,15 @@ def row_problems(table: Table, row: dict[str, Any]) -> list[str]:
     return problems
 
 
+_JSON_TEXT = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without making an encoder per value."""
+
+
 def _to_sql(col: Column, value: Any) -> Any:
     if value is None:
         return None
     if col.type == "json":
-        return json.dumps(value, ensure_ascii=False)
+        return _JSON_TEXT(value)
     if col.type == "boolean":
         return int(value)
     return value

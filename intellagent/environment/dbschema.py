@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -76,6 +76,7 @@ class DatabaseSchema(StrictModel):
     # ((table, version), ...) of the first tables in name order → the state hash's SHA-256 after them
     _hash_prefixes: dict[tuple, Any] = PrivateAttr(default_factory=dict)
     _decoders: dict[int, Any] = PrivateAttr(default_factory=dict)  # id(table) → row decoder
+    _statements: dict[tuple[str, bool], str] = PrivateAttr(default_factory=dict)  # (table, insert?) → SQL
     _row_json_text: dict[tuple, str] = PrivateAttr(default_factory=dict)  # (table, raw row) → JSON
 
     @model_validator(mode="after")
@@ -120,21 +121,24 @@ class DatabaseSchema(StrictModel):
         return order
 
 
+_FITS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "date": lambda v: isinstance(v, str),
+    "datetime": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "json": lambda v: True,
+}
+"""Whether a value (not None) is of a column type's Python type."""
+
+
 def value_problem(column: Column, value: Any) -> str | None:
     """Why ``value`` does not fit ``column``, or None when it does."""
     if value is None:
         return None if column.nullable else "is required (null given)"
     kind = column.type
-    ok = {
-        "string": isinstance(value, str),
-        "date": isinstance(value, str),
-        "datetime": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-        "json": True,
-    }[kind]
-    if not ok:
+    if not _FITS[kind](value):
         return f"expected {kind}, got {type(value).__name__} {value!r}"
     if kind in ("date", "datetime"):
         from datetime import date, datetime

@@ -15,8 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+import asyncio
+
 from intellagent.cli import cli
-from intellagent.store import Store
+from intellagent.environment import load_environment
+from intellagent.llm import LLM
+from intellagent.plan import load_plan
+from intellagent.registry import load_registry
+from intellagent.runner import Runner
+from intellagent.store import HOST, Store
 
 PRICED = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
 ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "24", *PRICED]
@@ -144,3 +151,33 @@ def test_two_processes_on_one_workspace(tmp_path):
     with sqlite3.connect(reference / "intellagent.db") as conn:
         alone = conn.execute("SELECT COUNT(*) FROM llm_calls WHERE cached = 0").fetchone()[0]
     assert len(set(made)) == alone
+
+
+def test_a_process_waiting_for_an_item_another_holds_commits_what_it_finished_first(tmp_path, monkeypatch):
+    """Two processes deadlocked when each waited for an item the other had finished but only
+    buffered: a waiting process never wrote, so it never committed. While it waits, what it
+    finished must be in the store for the other to see."""
+    monkeypatch.setattr(Store, "FLUSH_SECONDS", 3600.0)  # only an explicit flush commits
+    registry = load_registry()
+    env = load_environment(registry.resolve("environment", "retail").value)
+    plan = load_plan(None, registry, params={"events": "2"})
+    ours = Store.for_workspace(tmp_path)
+    theirs = Store(ours.url)  # another process's connection to the same store
+    runner = Runner(plan, env, store=ours, llm=LLM(plan.spec.llm, store=ours, registry=registry),
+                    registry=registry)
+    runner.owner = f"{HOST}:{os.getpid()}:ours"
+    assert theirs.claim("theirs", f"{HOST}:{os.getpid()}:theirs", 60.0)  # alive: this very process
+    ours.flush()
+    ours.put_item(key="mine", step="s", status="ok", halt=False, note="", scores="{}", payload="{}",
+                  value_hash="h")
+    assert theirs.item("mine") is None  # buffered
+
+    async def wait_a_little() -> None:
+        step = next(iter(plan.steps.values()))
+        waiting = asyncio.ensure_future(runner._claimed(step, None, "theirs", {}, None))
+        await asyncio.sleep(0.5)  # a few looks at the claimed item
+        assert not waiting.done()  # still held by the other
+        waiting.cancel()
+
+    asyncio.run(wait_a_little())
+    assert theirs.item("mine") is not None, "the waiting process kept what it finished to itself"

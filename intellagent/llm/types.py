@@ -94,8 +94,8 @@ _SPLICED = {"messages", "tools"}
 """The fields whose canonical text a provider's request body takes as it is (``encoded``)."""
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+_dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
+"""``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)``, one encoder for all."""
 
 
 _SCHEMAS: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()

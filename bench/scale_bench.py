@@ -16,7 +16,8 @@ Prints (issue 14's targets):
    × latency, plus the events' phase, max(Σ calls / in-flight, the longest event's chain of
    sequential calls) × latency (calls within one event are sequential). Also the run's own
    chains replayed with no client overhead under the same scheduling (what the scheduler alone
-   costs);
+   costs); and the LLM layer's own CPU per call on small requests, which splits the run's CPU
+   into the calls' share and the pipeline's own work per event;
 2. throughput of THROUGHPUT-EVENTS events (the graph built beforehand, so only events are timed)
    at WIDE requests in flight per process: one process, then the processes executor with one
    worker per core; target ≥ 1.7×. Over each whole run (its wall includes each process's start
@@ -49,7 +50,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from llm_bench import server_process  # noqa: E402
+from llm_bench import Extracted, make_llm, messages, server_process  # noqa: E402
 
 from intellagent.environment import load_environment  # noqa: E402
 from intellagent.llm import client as llm_client  # noqa: E402
@@ -123,6 +124,7 @@ async def one_process(events: int, latency: float, in_flight: int) -> None:
         sampler.cancel()
         calls = [c for c in store.calls(result.run_id) if not c.cached]
         chains = event_chains(store, result.run_id)
+        floor = await layer_floor(server, in_flight)
     by_step = Counter(c.stage for c in calls)
     by_role = Counter(c.role for c in calls if c.stage == "graph")
     # `structured: auto` at an endpoint of unknown kind: one probe request before the first
@@ -151,8 +153,36 @@ async def one_process(events: int, latency: float, in_flight: int) -> None:
           f"{in_flight} slots, events taken in order {2 * in_flight} at a time as the local executor "
           f"does): {replay:.1f} s; wall = {wall / replay:.2f}× that (the rest of the gap to the "
           f"bound is the tail: the last events' chains start late)")
+    by_kind = Counter(c.kind for c in calls)
+    layer = sum(by_kind[k] * floor[k] for k in floor)
+    print(f"   the LLM layer alone on the same server, {in_flight} in flight, small requests: "
+          f"{floor['structured'] * 1000:.2f} ms per structured call, {floor['chat'] * 1000:.2f} ms per "
+          f"chat call; at those rates the run's {by_kind['structured']} structured and "
+          f"{by_kind['chat']} chat calls take {layer:.1f} s of its {cpu:.1f} s, so the rest, at most "
+          f"{(cpu - layer) / events * 1000:.1f} ms per event ({(cpu - layer) / len(calls) * 1000:.2f} ms "
+          "per call), is the pipeline's own work (response classes, events' and conversations' "
+          "databases and hashes, the store, the report)")
     print(f"   outcome {result.report.outcomes}; peak RSS "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+async def layer_floor(server, in_flight: int, calls: int = 400) -> dict[str, float]:
+    """CPU seconds per call of the LLM layer alone (store and cache on, as in a run) on small
+    requests of its own: a lower bound on what each of the run's calls costs in that layer."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.for_workspace(tmp)
+        llm = make_llm(server, store, store.start_run(), max_concurrency=in_flight)
+        await llm.structured(messages(-1), Extracted)  # the structured-output probe, and warm-up
+        out = {}
+        for kind in ("structured", "chat"):
+            cpu = time.process_time()
+            ask = (lambda i: llm.structured(messages(i), Extracted)) if kind == "structured" else \
+                (lambda i: llm.chat(messages(calls + i)))
+            outcomes = await asyncio.gather(*[ask(i) for i in range(calls)])
+            out[kind] = (time.process_time() - cpu) / calls
+            assert all(o.ok for o in outcomes), kind
+        await llm.aclose()
+    return out
 
 
 def replayed(chains: list[int], latency: float, slots: int, items_at_once: int) -> float:

@@ -189,7 +189,7 @@ class SymbolicEvents(Generator):
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": "infra-error", "error": outcome.error})
-            db = seed_db.copy()
+            db = seed_db if attempt == 0 else env.seed_database()  # the seed as it was, each attempt
             symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
                                                 candidates, rng)
             if not errors:

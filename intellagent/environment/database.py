@@ -388,13 +388,12 @@ class Database:
         statements = self.schema._statements
         sql = statements.get((tname, key is None))
         if sql is None:
-            pk = _q(table.primary_key)
             if key is None:
                 sql = (f"INSERT INTO {_q(tname)} ({', '.join(_q(c) for c in table.columns)}) "
                        f"VALUES ({', '.join('?' for _ in table.columns)})")
             else:
                 sets = ", ".join(f"{_q(c)} = ?" for c in table.columns if c != table.primary_key)
-                sql = f"UPDATE {_q(tname)} SET {sets} WHERE {pk} = ?"
+                sql = f"UPDATE {_q(tname)} SET {sets} WHERE {_q(table.primary_key)} = ?"
             statements[(tname, key is None)] = sql
         values = tuple(_to_sql(col, row.get(c)) for c, col in table.columns.items()
                        if key is None or c != table.primary_key)

@@ -93,12 +93,16 @@ class Executor:
 
 
 async def _bounded(work: Callable[[T], Awaitable[None]], items: Iterable[T], limit: int) -> None:
-    """``limit`` tasks take the next item in order until none is left."""
+    """``limit`` tasks take the next item in order until none is left. A task gives the event
+    loop a turn after each item: work that never suspends (a mock model, cached answers) ran a
+    whole fan-out in one turn, so nothing else ran meanwhile (claim renewals, progress) and the
+    cancelled timers of its calls' timeouts, each holding its call's context, were never swept."""
     iterator = iter(items)
 
     async def worker() -> None:
         for item in iterator:  # shared: each item is taken by exactly one worker
             await work(item)
+            await asyncio.sleep(0)
 
     tasks = [asyncio.ensure_future(worker()) for _ in range(max(1, limit))]
     try:

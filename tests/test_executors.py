@@ -66,6 +66,38 @@ def check_complete(report: dict, store: Store) -> None:
     assert paid_twice(store) == 0
 
 
+def test_other_tasks_run_between_items_whose_work_never_suspends():
+    """With a mock model (or cached answers) an item's work never suspends: a worker ran a whole
+    fan-out in one turn of the event loop (15.6 s of a 600-event mock run), so claims were not
+    renewed and the cancelled timers of its calls' timeouts, each holding its call's context,
+    piled up (18,400 of them 45 s into a 3,000-event mock run). The loop must get a turn
+    between items."""
+    from intellagent.executors import LocalConfig, LocalExecutor
+
+    async def main() -> list[int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        seen: list[int] = []
+
+        async def work(item: int) -> None:  # never suspends
+            seen.append(ticks)
+
+        running = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0)
+        await LocalExecutor(LocalConfig()).map(work, range(20), limit=2)
+        running.cancel()
+        return seen
+
+    seen = asyncio.run(main())
+    assert len(seen) == 20 and seen[-1] - seen[0] >= 9, seen  # a turn after every two items
+
+
 def test_processes_share_the_items_of_one_run(runner, tmp_path, slow_model):
     reference = tmp_path / "one"
     args = ["run", "retail", "--events", str(EVENTS), *slow_model]

@@ -19,24 +19,18 @@ import inspect
 import sys
 from typing import Any, Callable
 
-_MAX_ENTRIES = 1024  # response models are few; a bound keeps a misuse from growing forever
+MAX_ENTRIES = 256
+"""Response models kept per helper, least recently used dropped first: a step that makes a model
+per call (one per event, about 50 KB each) keeps only the recent ones, as instructor's own tool
+schema cache (256) does. A clear-all bound of 1,024 kept up to 1,024 of them alive."""
 
 
 def _memo_by_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    cache: dict[type, Any] = {}
+    cached = functools.lru_cache(maxsize=MAX_ENTRIES)(fn)  # an exception is not cached
 
     @functools.wraps(fn)
     def wrapper(model: Any) -> Any:
-        if not inspect.isclass(model):
-            return fn(model)
-        try:
-            return cache[model]
-        except KeyError:
-            result = fn(model)  # an exception (e.g. async validators) is not cached
-            if len(cache) >= _MAX_ENTRIES:
-                cache.clear()
-            cache[model] = result
-            return result
+        return cached(model) if inspect.isclass(model) else fn(model)
 
     return wrapper
 

@@ -295,6 +295,27 @@ def test_hashes_stay_right_when_the_cache_of_table_texts_is_full(shop, monkeypat
         assert len(db.schema._table_hash_text) <= bound[0]
 
 
+def test_the_row_caches_keep_only_recent_rows_and_hashes_stay_right(shop, monkeypatch):
+    """Events and conversations write new rows that are read again soon or never: the schema's
+    caches of row texts stay under their bound in a long run (a bound of 50,000 airline rows
+    was about 170 MB) and what is read past it is decoded again, the same."""
+    from intellagent.environment import database
+
+    monkeypatch.setattr(database, "ROWS_KEPT", 8)
+    env = load_environment(shop)
+    schema = env.db_schema
+    for i in range(30):
+        db = env.seed_database()
+        db.insert("customers", {"customer_id": f"n{i}", "name": f"N{i}", "tier": "basic", "credit": i})
+        db.update("orders", "o1", note=f"note {i}")
+        assert db.hash() == state_hash(db.dump()), i
+        for table in ("customers", "orders"):
+            for key in db.keys(table):
+                assert db.record_json(table, key) == json.dumps(db.get(table, key), default=str,
+                                                                ensure_ascii=False)
+        assert len(schema._row_hash_text) <= 8 and len(schema._row_json_text) <= 8
+
+
 def test_schemas_with_the_same_tables_and_other_keys_get_their_own_triggers(tmp_path):
     from intellagent.environment.dbschema import DatabaseSchema
 

@@ -527,10 +527,16 @@ rows an event (3.5 KB each, 18 MB at 3,000 events) of rows no database held any 
 
 
 def _keep_recent(cache: dict) -> None:
-    """Past ``ROWS_KEPT`` entries, drop the oldest quarter (insertion order)."""
+    """Past ``ROWS_KEPT`` entries, drop the oldest quarter (insertion order). The seed is built
+    and hashed on a thread of its own: should it be filling the cache meanwhile, this trim waits
+    for the next call."""
     if len(cache) >= ROWS_KEPT:
-        for key in list(itertools.islice(cache, ROWS_KEPT // 4)):
-            del cache[key]
+        try:
+            oldest = list(itertools.islice(cache, ROWS_KEPT // 4))
+        except RuntimeError:  # changed size during iteration
+            return
+        for key in oldest:
+            cache.pop(key, None)
 
 
 HASH_TEXTS = (16, 50_000_000)

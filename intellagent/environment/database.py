@@ -314,7 +314,7 @@ class Database:
         cache = self.schema._row_json_text
         text = cache.get((table, raw))
         if text is None:
-            _keep_recent(cache)
+            _keep_recent(cache, ROWS_KEPT)
             text = cache[(table, raw)] = json.dumps(self._decode(t, raw)[1], default=str, ensure_ascii=False)
         return text
 
@@ -481,8 +481,7 @@ class Database:
                     _lru_put(self.schema._table_hash_text, (tname, version), known)
             digest.update((", " + known[1] if i else known[1]).encode("utf-8"))
             if i < named:
-                if len(prefixes) >= HASH_PREFIXES:
-                    del prefixes[next(iter(prefixes))]
+                _keep_recent(prefixes, HASH_PREFIXES)
                 prefixes[tuple(steps[:i + 1])] = digest.copy()
         digest.update(b",)" if len(steps) == 1 else b")")  # str() of a tuple of one has its comma
         return digest.hexdigest()
@@ -502,7 +501,7 @@ class Database:
             entries = {}
         rows = self.raw_rows(tname, changed)
         cache = self.schema._row_hash_text  # raw SQLite values → (key, text)
-        _keep_recent(cache)
+        _keep_recent(cache, ROWS_KEPT)
         for raw in rows:
             entry = cache.get((tname, raw))
             if entry is None:
@@ -526,13 +525,13 @@ conversation's database is hashed. Under a bound of 50,000 the hash texts grew b
 rows an event (3.5 KB each, 18 MB at 3,000 events) of rows no database held any more."""
 
 
-def _keep_recent(cache: dict) -> None:
-    """Past ``ROWS_KEPT`` entries, drop the oldest quarter (insertion order). The seed is built
-    and hashed on a thread of its own: should it be filling the cache meanwhile, this trim waits
-    for the next call."""
-    if len(cache) >= ROWS_KEPT:
+def _keep_recent(cache: dict, bound: int) -> None:
+    """At ``bound`` entries, drop the oldest quarter (insertion order), so an entry added next
+    keeps the cache within it. The seed is built and hashed on a thread of its own: should it
+    be filling the cache meanwhile, this trim waits for the next call."""
+    if len(cache) >= bound:
         try:
-            oldest = list(itertools.islice(cache, ROWS_KEPT // 4))
+            oldest = list(itertools.islice(cache, max(1, bound // 4)))
         except RuntimeError:  # changed size during iteration
             return
         for key in oldest:
@@ -546,7 +545,7 @@ are of databases hashed once (an event's, a conversation's): 64 held 25 MB on ai
 
 
 HASH_PREFIXES = 256
-"""Digests after the first tables kept (each a few hundred bytes), oldest dropped first."""
+"""Digests after the first tables kept (each a few hundred bytes), the oldest dropped first."""
 
 
 def _lru_put(cache: dict, key: Any, value: tuple[dict[str, str], str]) -> None:

@@ -28,7 +28,8 @@ Prints (issue 14's targets):
    and the run measures chain latency rather than throughput;
 3. peak RSS of a mock-model run of MEMORY-SMALL and of MEMORY-EVENTS events, each in its own
    process (target: under 400 MB at 10,000 events, flat in the number of events). The child's own
-   high-water mark (VmHWM): its ``ru_maxrss`` starts at what this process held when it forked;
+   high-water mark (VmHWM): its ``ru_maxrss`` starts at what this process held when it forked.
+   Also the size of the large run's report.html and of its largest item page;
 4. resume: a run stopped by its budget, then resumed: report folders written (target 1).
 """
 
@@ -300,8 +301,10 @@ def memory(events: int) -> dict:
             "    r = asyncio.run(run_plan(plan, env, store=Store.for_workspace(tmp), registry=reg,"
             " workspace=Path(tmp), progress_stream=open('/dev/null', 'w')))\n"
             "    peak = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+            "    html = next(Path(tmp).glob('runs/*/report.html')); pages = list(html.parent.glob('items/*.html'))\n"
             "    print(json.dumps({'wall': time.perf_counter() - t, 'items': sum(r.report.outcomes.values()),"
-            " 'rss': peak / 1024}))\n")
+            " 'rss': peak / 1024, 'html_mb': html.stat().st_size / 1e6, 'pages': len(pages),"
+            " 'page_mb': max((p.stat().st_size for p in pages), default=0) / 1e6}))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=7200)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-2000:])
@@ -312,7 +315,9 @@ def memory_figures(small: int, large: int) -> None:
     a, b = memory(small), memory(large)
     print(f"3. peak RSS on mock/schema (default concurrency): {a['rss']:.0f} MB at {a['items']} events "
           f"({a['wall']:.0f} s), {b['rss']:.0f} MB at {b['items']} events ({b['wall']:.0f} s); "
-          f"ratio {b['rss'] / a['rss']:.2f} (flat = close to 1; target < 400 MB at 10,000)")
+          f"ratio {b['rss'] / a['rss']:.2f} (flat = close to 1; target < 400 MB at 10,000); at "
+          f"{b['items']} events report.html is {b['html_mb']:.1f} MB, with {b['pages']} item pages of "
+          f"at most {b['page_mb']:.1f} MB")
 
 
 def resume_figure() -> None:

@@ -395,7 +395,9 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
             if getattr(component.value, "kind", None) != "reporter":
                 raise IntellagentError(f"'{name}' is a {component.value.kind}, not a reporter "
                                        f"(reporters: {', '.join(_reporters(registry))})", item="--format")
-            reporters.append(component.value(None))
+            # the pipeline's own reporter of that name keeps its options
+            reporters.append(next((r for r in plan.reporters if type(r) is component.value), None)
+                             or component.value(None))
     folder = store.run_config(rebuilt.info.run_id).get("report_folder")
     for path in write_reports(plan, rebuilt, data, workspace, registry, reporters, folder=folder):
         click.echo(f"report: {path}")

@@ -126,8 +126,10 @@ class PipelineSpec(StrictModel):
     metrics: dict[str, PluginRef] | list[str | PluginRef] = Field(
         default_factory=dict, description="Metric plugins reducing the items' scores: "
                                           "{name: {use, with}} or a list of plugin names.")
-    report: list[str] = Field(default_factory=lambda: ["html", "json", "csv"],
-                              description="Reporters writing the run's report.")
+    report: list[str | PluginRef] = Field(
+        default_factory=lambda: ["html", "json", "csv"],
+        description="Reporters writing the run's report: plugin names, or {use, with} for one with "
+                    "options (html: items_per_page).")
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
     executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),

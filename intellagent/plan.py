@@ -506,9 +506,9 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
         if problem:
             raise checker.error(loc, problem)
         plan.metrics[name] = metric
-    for i, name in enumerate(spec.report):
-        component, config = _resolve(registry, checker, "stage", PluginRef(use=name), ("report", i),
-                                      want="reporter")
+    for i, entry in enumerate(spec.report):
+        ref = entry if isinstance(entry, PluginRef) else PluginRef(use=entry)
+        component, config = _resolve(registry, checker, "stage", ref, ("report", i), want="reporter")
         plan.reporters.append(component.value(config))
     component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
     plan.executor = component.value(config)

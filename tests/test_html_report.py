@@ -53,3 +53,49 @@ def test_html_report_renders_with_every_section(runner, tmp_path):
     assert shot.returncode == 0 and (tmp_path / "report.png").stat().st_size > 10_000
     if os.environ.get("INTELLAGENT_KEEP_SCREENSHOT"):
         shutil.copy(tmp_path / "report.png", os.environ["INTELLAGENT_KEEP_SCREENSHOT"])
+
+
+def test_a_run_larger_than_a_page_gets_an_index_and_item_pages(runner, tmp_path):
+    """report.html lists every item, linked to its transcript on a page of ``items_per_page``
+    items under items/; the pages render; a report written again drops pages it no longer has."""
+    workspace = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--events", "12", "--workspace", str(workspace),
+                                 "--set", "report=[{use: html, with: {items_per_page: 5}}, json]"])
+    assert result.exit_code == 0, result.output
+    html_path = Path(next(l[8:] for l in result.stdout.splitlines() if l.endswith("report.html")))
+    folder = html_path.parent
+    report = json.loads((folder / "report.json").read_text())
+    keys = sorted({i["item"] for i in report["items"] if i["item"]})
+    source = html_path.read_text()
+    assert "<details class=item" not in source and "<script" not in source
+    links = re.findall(r"<tr class=item data-status='([^']+)'><td><a href='items/(\d{4}\.html)#item-([^']+)'>", source)
+    assert sorted(k for _, _, k in links) == keys and len(keys) == 12
+    assert [page for _, page, _ in links] == ["0001.html"] * 5 + ["0002.html"] * 5 + ["0003.html"] * 2
+    assert sorted(p.name for p in (folder / "items").iterdir()) == ["0001.html", "0002.html", "0003.html"]
+    for status, page, key in links:  # each link finds its item, with the status the index shows
+        assert f"<details class=item id='item-{key}' data-status='{status}'>" in (folder / "items" / page).read_text()
+
+    dom = render(folder / "items" / "0002.html", tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('class="item"') == 5 and "class=\"turn user\"" in dom.stdout
+    assert "page 2 of 3" in dom.stdout and 'href="0001.html"' in dom.stdout and 'href="0003.html"' in dom.stdout
+    index = render(html_path, tmp_path, "--dump-dom")
+    assert index.returncode == 0 and 'id="index"' in index.stdout and 'id="cost"' in index.stdout
+
+    # written again, the pipeline's reporter keeps its options; with a larger page, one file again
+    again = runner.invoke(cli, ["report", "latest", "--workspace", str(workspace), "--format", "html"])
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in (folder / "items").iterdir()) == ["0001.html", "0002.html", "0003.html"]
+    from intellagent.registry import load_registry
+    from intellagent.report import load_run
+    from intellagent.runner import write_reports
+    from intellagent.store import Store
+    from intellagent_plugins.reporters.writers import HtmlOptions, HtmlReporter
+
+    registry = load_registry()
+    store = Store.for_workspace(workspace)
+    plan, rebuilt, data = load_run(store, store.resolve_run("latest"), registry)
+    write_reports(plan, rebuilt, data, workspace, registry, [HtmlReporter(HtmlOptions(items_per_page=12))],
+                  folder=folder.name)
+    assert not (folder / "items").exists()
+    assert html_path.read_text().count("<details class=item") == 12

@@ -1,17 +1,26 @@
 """Report writers for any pipeline: they render the run's funnel, every metric (tables, charts)
-and every item (through the registered views, else as JSON). The HTML report is one file with
-inline CSS and SVG, no script and no external asset, so it opens offline anywhere. Items are
-streamed from the store, never all held in memory."""
+and every item (through the registered views, else as JSON). The HTML report has inline CSS and
+SVG, no script and no external asset, so it opens offline anywhere. A run of up to
+``items_per_page`` items is one file; a larger one gets an index of its items in report.html and
+their transcripts on pages of that many under ``items/`` (at 10,000 events one file would be
+about 140 MB, which a browser takes tens of seconds to open). Items are streamed from the store,
+never all held in memory."""
 
 from __future__ import annotations
 
 import csv
 import html
+import itertools
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
+
+from pydantic import Field
 
 from intellagent.metrics import Chart, Column, MetricResult
+from intellagent.model import StrictModel
 from intellagent.report import RunReport
 from intellagent.results import RunData, RunItem
 from intellagent.steps import NoOptions
@@ -88,7 +97,8 @@ details{border:1px solid #ddd;border-radius:4px;margin:.4rem 0;padding:.3rem .6r
 .critic{background:#fff7e6}.tool{font-family:monospace;font-size:12px;white-space:pre-wrap;color:#444}
 .thought{color:#666;font-style:italic}code,pre{font-family:monospace;font-size:12px;white-space:pre-wrap}
 .muted{color:#666}.step{margin:.6rem 0 .2rem;font-weight:600;border-top:1px dashed #ddd;padding-top:.3rem}
-svg text{font:11px system-ui,sans-serif;fill:#333}
+svg text{font:11px system-ui,sans-serif;fill:#333}details:target{outline:2px solid #3b82f6}
+nav{margin:.6rem 0}nav a{margin-right:1rem}
 """
 
 
@@ -161,24 +171,50 @@ def svg_chart(chart: Chart, result: MetricResult, width: int = 560, height: int 
     return "".join(parts)
 
 
+class HtmlOptions(StrictModel):
+    items_per_page: int = Field(
+        default=500, ge=1, description="Items whose transcripts report.html shows itself; a run "
+        "with more gets an index of its items there and their transcripts on pages of this many "
+        "under items/.")
+
+
+PAGES = "items"
+"""The folder of a large run's item pages, beside report.html."""
+
+
+def _page(number: int) -> str:
+    return f"{number:04d}.html"
+
+
 class HtmlReporter(Reporter):
-    """report.html: self-contained, for people."""
+    """report.html: for people; one file up to ``items_per_page`` items, else with item pages."""
 
     name = "html"
     filename = "report.html"
+    Config = HtmlOptions
+
+    @property
+    def per_page(self) -> int:
+        return (self.config or HtmlOptions()).items_per_page
 
     def write(self, report, data, folder, views):
         path = folder / self.filename
+        pages = folder / PAGES
+        if pages.is_dir():  # a report written again: its pages are all written anew (or not at all)
+            shutil.rmtree(pages)
+        total = sum(1 for _ in self._groups(data))
+        paged = total > self.per_page
         with path.open("w", encoding="utf-8") as fh:
-            for chunk in self.render(report, data, views):
-                fh.write(chunk)
+            fh.writelines(self.render(report, data, views, paged=paged))
+        if paged:
+            self._write_pages(report, data, views, pages, total)
         return path
 
-    def render(self, report: RunReport, data: RunData, views: list[Any]) -> Iterator[str]:
+    def render(self, report: RunReport, data: RunData, views: list[Any],
+               paged: bool = False) -> Iterator[str]:
         info = report.info
-        yield (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-               f"<title>IntellAgent report — {_e(info.environment)}</title><style>{CSS}</style>"
-               f"</head><body><h1>IntellAgent report: {_e(info.environment)}</h1>\n")
+        yield self._head(f"IntellAgent report — {info.environment}") + \
+            f"<h1>IntellAgent report: {_e(info.environment)}</h1>\n"
         models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items()) or "–"
         yield (f"<table id=run><tr><th>run</th><td><code>{_e(info.run_id)}</code> ({_e(info.status)})</td></tr>"
                f"<tr><th>pipeline</th><td>{_e(info.pipeline)} <span class=muted>{_e(info.description)}</span></td></tr>"
@@ -220,8 +256,61 @@ class HtmlReporter(Reporter):
                    f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
         yield "</table></section>\n<section id=items><h2>Items</h2>"
         yield self._filter(report)
-        yield from self._items(data, views)
+        if paged:
+            yield from self._index(data)
+        else:
+            for group in self._groups(data, payload=True):
+                yield self._item(data, group, views)
         yield "</section></body></html>\n"
+
+    @staticmethod
+    def _head(title: str) -> str:
+        return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+                f"<style>{CSS}</style></head><body>")
+
+    def _index(self, data: RunData) -> Iterator[str]:
+        """One row per item: its final status, each step's status and the last note, linked to
+        the item on its page."""
+        per_page = self.per_page
+        yield (f"<p class=muted>The transcripts are on pages of {per_page} items under "
+               f"<code>{PAGES}/</code>; each item's name links to it.</p><table id=index><tr>"
+               "<th>item</th><th>status</th><th>steps</th><th>note</th></tr>")
+        for i, group in enumerate(self._groups(data)):
+            key, last = group[0].item, group[-1]
+            steps = " → ".join(f"{_e(it.step)} <span class={_css_status(it.status)}>{_e(it.status)}</span>"
+                               for it in group)
+            yield (f"<tr class=item data-status='{_e(last.status)}'><td><a href='{PAGES}/"
+                   f"{_page(i // per_page + 1)}#item-{_e(quote(key))}'>{_e(key)}</a></td>"
+                   f"<td class={_css_status(last.status)}>{_e(last.status)}</td><td>{steps}</td>"
+                   f"<td class=muted>{_e(last.note[:200])}</td></tr>\n")
+        yield "</table>"
+
+    def _write_pages(self, report: RunReport, data: RunData, views: list[Any], pages: Path,
+                     total: int) -> None:
+        """``items/0001.html`` …: the items' transcripts, ``items_per_page`` a page, in the
+        index's order, written as the items stream from the store."""
+        pages.mkdir(parents=True)
+        per_page, env = self.per_page, report.info.environment
+        last = (total - 1) // per_page + 1
+        groups = self._groups(data, payload=True)
+        for number in range(1, last + 1):
+            first = (number - 1) * per_page
+            shown = f"items {first + 1}–{min(first + per_page, total)} of {total}"
+            with (pages / _page(number)).open("w", encoding="utf-8") as fh:
+                fh.write(self._head(f"IntellAgent report — {env} — {shown}")
+                         + f"<h1>IntellAgent report: {_e(env)}, {shown}</h1>"
+                         + self._nav(number, last) + "<section id=items>" + self._filter(report))
+                for group in itertools.islice(groups, per_page):
+                    fh.write(self._item(data, group, views))
+                fh.write("</section>" + self._nav(number, last) + "</body></html>\n")
+
+    def _nav(self, number: int, last_page: int) -> str:
+        links = [f"<a href='../{self.filename}'>← the report</a>"]
+        if number > 1:
+            links.append(f"<a href='{_page(number - 1)}'>previous page</a>")
+        if number < last_page:
+            links.append(f"<a href='{_page(number + 1)}'>next page</a>")
+        return f"<nav>{''.join(links)} <span class=muted>page {number} of {last_page}</span></nav>"
 
     def write_comparison(self, comparison: Any, folder: Path) -> Path:
         """compare-A-B.html: two runs side by side."""
@@ -264,7 +353,7 @@ class HtmlReporter(Reporter):
         if len(statuses) < 2:
             return ""
         ids = {status: f"show-{i}" for i, status in enumerate(statuses)}
-        rules = "".join(f"#items:has(#{ids[st]}:checked) details.item:not([data-status='{_e(st)}'])"
+        rules = "".join(f"#items:has(#{ids[st]}:checked) .item:not([data-status='{_e(st)}'])"
                         "{display:none}" for st in statuses)
         buttons = "".join(f"<label><input type=radio name=show id={ids[st]}> {_e(st)}</label> " for st in statuses)
         return (f"<style>{rules}</style><p class=filter>Show: <label><input type=radio name=show checked> all"
@@ -288,35 +377,32 @@ class HtmlReporter(Reporter):
         parts.append("</section>\n")
         return "".join(parts)
 
-    def _items(self, data: RunData, views: list[Any]) -> Iterator[str]:
-        plan = data.plan
-        order = {name: i for i, name in enumerate(plan.steps)}
+    def _groups(self, data: RunData, payload: bool = False) -> Iterator[list[RunItem]]:
+        """Each item's entries at every step, in plan order (once-steps are left out: their
+        metrics show them)."""
+        order = {name: i for i, name in enumerate(data.plan.steps)}
         group: list[RunItem] = []
-
-        def flush() -> str:
-            if not group:
-                return ""
-            group.sort(key=lambda it: order.get(it.step, 0))
-            status = group[-1].status
-            key = group[0].item
-            body = []
-            for it in group:
-                body.append(f"<div class=step>{_e(it.step)} <span class={_css_status(it.status)}>"
-                            f"{_e(it.status)}</span> <span class=muted>{_e(it.note[:300])}</span></div>")
-                body += [f"<p class=fail>⚠ {_e(w)}</p>" for w in it.warnings]
-                body.append(self._view(data, it, views))
-            return (f"<details class=item id='item-{_e(key)}' data-status='{_e(status)}'><summary><b>{_e(key)}</b> "
-                    f"<span class={_css_status(status)}>{_e(status)}</span></summary>"
-                    + "\n".join(body) + "</details>\n")
-
-        for item in data.items(payload=True):
+        for item in data.items(payload=payload):
             if not item.item:
-                continue  # once-steps: shown by their metrics, not as items
+                continue
             if group and group[0].item != item.item:
-                yield flush()
+                yield sorted(group, key=lambda it: order.get(it.step, 0))
                 group = []
             group.append(item)
-        yield flush()
+        if group:
+            yield sorted(group, key=lambda it: order.get(it.step, 0))
+
+    def _item(self, data: RunData, group: list[RunItem], views: list[Any]) -> str:
+        status, key = group[-1].status, group[0].item
+        body = []
+        for it in group:
+            body.append(f"<div class=step>{_e(it.step)} <span class={_css_status(it.status)}>"
+                        f"{_e(it.status)}</span> <span class=muted>{_e(it.note[:300])}</span></div>")
+            body += [f"<p class=fail>⚠ {_e(w)}</p>" for w in it.warnings]
+            body.append(self._view(data, it, views))
+        return (f"<details class=item id='item-{_e(key)}' data-status='{_e(status)}'><summary><b>{_e(key)}</b> "
+                f"<span class={_css_status(status)}>{_e(status)}</span></summary>"
+                + "\n".join(body) + "</details>\n")
 
     def _view(self, data: RunData, item: RunItem, views: list[Any]) -> str:
         if not item.payload or item.payload == "null":

@@ -72,6 +72,9 @@ def test_a_run_larger_than_a_page_gets_an_index_and_item_pages(runner, tmp_path)
     assert sorted(k for _, _, k in links) == keys and len(keys) == 12
     assert [page for _, page, _ in links] == ["0001.html"] * 5 + ["0002.html"] * 5 + ["0003.html"] * 2
     assert sorted(p.name for p in (folder / "items").iterdir()) == ["0001.html", "0002.html", "0003.html"]
+    finals = {s: [st for st, _, _ in links].count(s) for s in {st for st, _, _ in links}}
+    offered = dict(re.findall(r"<input type=radio name=show id=show-\d+> ([\w-]+) \((\d+)\)</label>", source))
+    assert {s: int(n) for s, n in offered.items()} == finals == report["outcomes"]  # the filter: final statuses
     for status, page, key in links:  # each link finds its item, with the status the index shows
         assert f"<details class=item id='item-{key}' data-status='{status}'>" in (folder / "items" / page).read_text()
 

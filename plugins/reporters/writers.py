@@ -13,6 +13,7 @@ import html
 import itertools
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote
@@ -202,16 +203,17 @@ class HtmlReporter(Reporter):
         pages = folder / PAGES
         if pages.is_dir():  # a report written again: its pages are all written anew (or not at all)
             shutil.rmtree(pages)
-        total = sum(1 for _ in self._groups(data))
+        finals = Counter(group[-1].status for group in self._groups(data))  # each item's last status
+        total = sum(finals.values())
         paged = total > self.per_page
         with path.open("w", encoding="utf-8") as fh:
-            fh.writelines(self.render(report, data, views, paged=paged))
+            fh.writelines(self.render(report, data, views, finals, paged))
         if paged:
-            self._write_pages(report, data, views, pages, total)
+            self._write_pages(report, data, views, pages, finals)
         return path
 
-    def render(self, report: RunReport, data: RunData, views: list[Any],
-               paged: bool = False) -> Iterator[str]:
+    def render(self, report: RunReport, data: RunData, views: list[Any], finals: Counter,
+               paged: bool) -> Iterator[str]:
         info = report.info
         yield self._head(f"IntellAgent report — {info.environment}") + \
             f"<h1>IntellAgent report: {_e(info.environment)}</h1>\n"
@@ -255,7 +257,7 @@ class HtmlReporter(Reporter):
                    f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c['completion_tokens']}</td>"
                    f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
         yield "</table></section>\n<section id=items><h2>Items</h2>"
-        yield self._filter(report)
+        yield self._filter(finals)
         if paged:
             yield from self._index(data)
         else:
@@ -286,11 +288,11 @@ class HtmlReporter(Reporter):
         yield "</table>"
 
     def _write_pages(self, report: RunReport, data: RunData, views: list[Any], pages: Path,
-                     total: int) -> None:
+                     finals: Counter) -> None:
         """``items/0001.html`` …: the items' transcripts, ``items_per_page`` a page, in the
         index's order, written as the items stream from the store."""
         pages.mkdir(parents=True)
-        per_page, env = self.per_page, report.info.environment
+        per_page, env, total = self.per_page, report.info.environment, sum(finals.values())
         last = (total - 1) // per_page + 1
         groups = self._groups(data, payload=True)
         for number in range(1, last + 1):
@@ -299,7 +301,7 @@ class HtmlReporter(Reporter):
             with (pages / _page(number)).open("w", encoding="utf-8") as fh:
                 fh.write(self._head(f"IntellAgent report — {env} — {shown}")
                          + f"<h1>IntellAgent report: {_e(env)}, {shown}</h1>"
-                         + self._nav(number, last) + "<section id=items>" + self._filter(report))
+                         + self._nav(number, last) + "<section id=items>" + self._filter(finals))
                 for group in itertools.islice(groups, per_page):
                     fh.write(self._item(data, group, views))
                 fh.write("</section>" + self._nav(number, last) + "</body></html>\n")
@@ -346,16 +348,17 @@ class HtmlReporter(Reporter):
         path.write_text("\n".join(parts), encoding="utf-8")
         return path
 
-    def _filter(self, report: RunReport) -> str:
-        """Radio buttons that show only the items of one final status: CSS alone (``:has``),
-        so the report stays script-free."""
-        statuses = sorted({status for s in report.steps for status in s.statuses})
+    def _filter(self, finals: Counter) -> str:
+        """Radio buttons that show only the items of one final status (with the run's count of
+        each): CSS alone (``:has``), so the report stays script-free."""
+        statuses = sorted(finals)
         if len(statuses) < 2:
             return ""
         ids = {status: f"show-{i}" for i, status in enumerate(statuses)}
         rules = "".join(f"#items:has(#{ids[st]}:checked) .item:not([data-status='{_e(st)}'])"
                         "{display:none}" for st in statuses)
-        buttons = "".join(f"<label><input type=radio name=show id={ids[st]}> {_e(st)}</label> " for st in statuses)
+        buttons = "".join(f"<label><input type=radio name=show id={ids[st]}> {_e(st)} ({finals[st]})</label> "
+                          for st in statuses)
         return (f"<style>{rules}</style><p class=filter>Show: <label><input type=radio name=show checked> all"
                 f"</label> {buttons}</p>")
 

@@ -318,8 +318,7 @@ class HtmlReporter(Reporter):
         """compare-A-B.html: two runs side by side."""
         a, b = comparison.a, comparison.b
         path = folder / f"compare-{a.run_id}-{b.run_id}.html"
-        parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>IntellAgent comparison"
-                 f"</title><style>{CSS}</style></head><body><h1>IntellAgent comparison: {_e(b.environment)}</h1>",
+        parts = [self._head("IntellAgent comparison") + f"<h1>IntellAgent comparison: {_e(b.environment)}</h1>",
                  "<table id=runs><tr><th></th><th>run</th><th>pipeline</th><th>agent</th><th>models</th></tr>"]
         for label, info in (("A", a), ("B", b)):
             models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items())

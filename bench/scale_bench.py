@@ -7,6 +7,8 @@ OpenAI-compatible server runs in its own process, so its CPU is not the client's
 
 Prints (issue 14's targets):
 
+0. a host reference: the CPU time of a fixed piece of pure-Python work, at the start and
+   the end (figures of different hours compare only at a similar reference);
 1. one process, EVENTS events at LATENCY s, IN-FLIGHT requests in flight: the client's CPU per
    model call (process CPU time, robust to other load on the machine: the whole run divided by
    its calls, and the median over 2-second windows) against the 2 ms target; wall time against
@@ -23,9 +25,11 @@ Prints (issue 14's targets):
    worker per core; target ≥ 1.7×. Over each whole run (its wall includes each process's start
    and the report, and the tail while the last events' chains of sequential calls finish) and
    sustained (calls answered between the 10th and the 90th percentile of answers, per second);
-   also the test server's CPU, which shares the machine's cores. 1,500 events by default: with
-   a few hundred, two processes at 128 in flight each finish before either is limited by CPU,
-   and the run measures chain latency rather than throughput;
+   also two independent one-process runs at once (each of all the events, no work shared):
+   what two processes get from this machine at that moment, the yardstick of the executor's
+   own overhead; and the test server's CPU, which shares the machine's cores. 1,500 events by
+   default: with a few hundred, two processes at 128 in flight each finish before either is
+   limited by CPU, and the run measures chain latency rather than throughput;
 3. peak RSS of a mock-model run of MEMORY-SMALL and of MEMORY-EVENTS events, each in its own
    process (target: under 400 MB at 10,000 events, flat in the number of events). The child's own
    high-water mark (VmHWM): its ``ru_maxrss`` starts at what this process held when it forked.
@@ -214,26 +218,35 @@ def replayed(chains: list[int], latency: float, slots: int, items_at_once: int) 
     return clock
 
 
-def timed_run(workspace: Path, base_url: str, events: int, wide: int, executor: str) -> dict:
-    """One CLI run in its own process; wall, its CPU (children included) and calls."""
-    args = [sys.executable, "-m", "intellagent", "run", "airline", "--events", str(events),
-            "--workspace", str(workspace), "--executor", executor,
-            "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{base_url}'}}",
-            "--set", f"llm.max_concurrency={wide}"]
+def timed_run(workspaces: list[Path], base_url: str, events: int, wide: int, executor: str) -> dict:
+    """A CLI run per workspace, each in its own process and all at once; the wall until the last
+    ends, their CPU (children included) and calls."""
+    args = [[sys.executable, "-m", "intellagent", "run", "airline", "--events", str(events),
+             "--workspace", str(workspace), "--executor", executor,
+             "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{base_url}'}}",
+             "--set", f"llm.max_concurrency={wide}"] for workspace in workspaces]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    out = subprocess.run(args, capture_output=True, text=True, timeout=3600)
+    logs = [tempfile.TemporaryFile("w+") for _ in args]  # files, not pipes: none can fill up
+    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=log) for a, log in zip(args, logs)]
+    for proc in procs:
+        proc.wait(timeout=3600)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise SystemExit(out.stderr[-2000:])
-    store = Store.for_workspace(workspace)
-    run_id = store.resolve_run("latest")
-    with store.engine.connect() as conn:
-        answered = sorted(t for (t,) in conn.exec_driver_sql(
-            "SELECT created_at FROM llm_calls WHERE NOT cached AND stage != 'graph'"))
-        owners = conn.exec_driver_sql("SELECT owner, COUNT(*) FROM work_units WHERE run_id = ? GROUP BY owner",
-                                      (run_id,)).all()
+    for proc, log in zip(procs, logs):
+        log.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(log.read()[-2000:])
+    answered, owners = [], []
+    for workspace in workspaces:
+        store = Store.for_workspace(workspace)
+        run_id = store.resolve_run("latest")
+        with store.engine.connect() as conn:
+            answered += [t for (t,) in conn.exec_driver_sql(
+                "SELECT created_at FROM llm_calls WHERE NOT cached AND stage != 'graph'")]
+            owners += conn.exec_driver_sql("SELECT owner, COUNT(*) FROM work_units WHERE run_id = ? "
+                                           "GROUP BY owner", (run_id,)).all()
+    answered.sort()
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     # the sustained rate: calls answered between the 10th and the 90th percentile of answers (the
     # ramp-up and the tail of the last events' sequential chains left out)
@@ -262,13 +275,17 @@ def throughput(events: int, latency: float, wide: int) -> None:
                         "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{server.base_url}'}}"],
                        capture_output=True, check=True, timeout=600)
         results = {}
-        for executor in ("local", "processes"):
-            ws = Path(tmp) / executor
-            shutil.copytree(base, ws)  # the graph is in the store: only the events are timed
+        # the processes executor against one process, and against two independent one-process
+        # runs at once (each of all the events): what two processes get from this machine now
+        for name, executor, copies in (("local", "local", 1), ("processes", "processes", 1),
+                                       ("pair", "local", 2)):
+            workspaces = [Path(tmp) / f"{name}{i}" for i in range(copies)]
+            for ws in workspaces:
+                shutil.copytree(base, ws)  # the graph is in the store: only the events are timed
             served = server.cpu()
-            results[executor] = timed_run(ws, server.base_url, events, wide, executor)
-            results[executor]["server"] = server.cpu() - served
-    one, many = results["local"], results["processes"]
+            results[name] = timed_run(workspaces, server.base_url, events, wide, executor)
+            results[name]["server"] = server.cpu() - served
+    one, many, pair = results["local"], results["processes"], results["pair"]
     rate_one, rate_many = one["calls"] / one["wall"], many["calls"] / many["wall"]
     ideal = wide / latency
     print(f"2. throughput: {events} events at {latency * 1000:.0f} ms, {wide} in flight per process "
@@ -282,6 +299,11 @@ def throughput(events: int, latency: float, wide: int) -> None:
     print(f"   ratio {rate_many / rate_one:.2f}× over the whole runs, {many['steady'] / one['steady']:.2f}× "
           f"sustained (target ≥ 1.7×); CPU this machine gives two busy processes together right now: "
           f"{cores_available():.2f} cores (2.0 on a quiet 2-core machine)")
+    print(f"   two independent one-process runs at once, each of the {events} events: "
+          f"{pair['calls']} calls in {pair['wall']:.1f} s = {pair['calls'] / pair['wall'] / rate_one:.2f}× "
+          f"one process, {pair['steady'] / one['steady']:.2f}× sustained (CPU "
+          f"{pair['cpu'] / pair['calls'] * 1000:.2f} ms per call): what two processes get from this "
+          "machine now, with no work shared")
     print(f"   the test server on the same cores: {one['server'] / one['calls'] * 1000:.2f} / "
           f"{many['server'] / many['calls'] * 1000:.2f} ms of CPU per call, "
           f"{one['server'] / one['wall']:.2f} / {many['server'] / many['wall']:.2f} cores "
@@ -338,6 +360,24 @@ def resume_figure() -> None:
           "folder(s) written (target 1; --new-report asks for another)")
 
 
+def host_reference(rounds: int = 5) -> float:
+    """Milliseconds this machine takes for a fixed piece of pure-Python work (dicts, strings,
+    JSON), the median of ``rounds``: the CPU figures scale with it, and on a shared VM it moves
+    from hour to hour (2× and more), so a figure is compared with another at the same reference."""
+    record = {"id": "R1", "user": {"name": "Ana", "tags": ["a", "b"]},
+              "dates": {str(d): {"seats": d, "price": d * 3.5} for d in range(30)}}
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        for i in range(400):
+            text = json.dumps(record, sort_keys=True)
+            copy = json.loads(text)
+            copy["id"] = f"R{i}"
+            sum(len(k) + len(str(v)) for k, v in copy["dates"].items())
+        times.append(time.process_time() - started)
+    return statistics.median(times) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200)
@@ -349,6 +389,9 @@ def main() -> None:
     parser.add_argument("--memory-small", type=int, default=2000)
     parser.add_argument("--skip", nargs="*", default=[], choices=["cpu", "throughput", "memory", "resume"])
     args = parser.parse_args()
+    reference = host_reference()
+    print(f"0. host reference (fixed pure-Python work, median of 5): {reference:.1f} ms; the CPU "
+          "figures below scale with it")
     if "cpu" not in args.skip:
         asyncio.run(one_process(args.events, args.latency, args.in_flight))
     if "throughput" not in args.skip:
@@ -357,6 +400,7 @@ def main() -> None:
         memory_figures(args.memory_small, args.memory_events)
     if "resume" not in args.skip:
         resume_figure()
+    print(f"   host reference at the end: {host_reference():.1f} ms (at the start: {reference:.1f} ms)")
 
 
 if __name__ == "__main__":

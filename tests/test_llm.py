@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
+import urllib.request
 from typing import Literal
 
 import jsonschema
@@ -288,6 +291,30 @@ def test_persistent_faults_end_in_an_infra_error_status(fault, kind):
         assert outcome.value is None and outcome.attempts == 3
         [row] = llm.store.calls()
         assert row.outcome == "infra-error" and row.error == outcome.error and row.stage == "simulate"
+
+
+def test_the_standalone_test_server_counts_requests_without_keeping_them():
+    """A server that serves a long benchmark keeps no request (each is ~35 KB: 2 GB after
+    60,000), yet still reports how many it served when stopped."""
+    with OpenAIServer(keep_requests=False) as server:
+        llm = http_llm(server)
+        for i in range(3):
+            assert run(llm.chat([{"role": "user", "content": f"hello {i}"}])).ok
+        assert server.served == 3 and server.requests == [] and server.bodies == []
+    proc = subprocess.Popen([sys.executable, "-m", "intellagent.testing.openai_server"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        for i in range(2):
+            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": str(i)}]}).encode()
+            request = urllib.request.Request(url + "/chat/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert json.load(answer)["choices"]
+    finally:
+        proc.terminate()
+    stats = json.loads(proc.communicate(timeout=10)[0].strip().splitlines()[-1])
+    assert stats["requests"] == 2
 
 
 def test_persistent_invalid_output_is_an_infra_error():

@@ -50,15 +50,16 @@ class RunData:
         self.plan = plan
 
     def items(self, step: str | None = None, *, prefix: str | None = None,
-              payload: bool = False) -> Iterator[RunItem]:
-        for row in self.store.run_items(self.run_id, step, prefix=prefix, payload=payload):
+              payload: bool = False, scored: bool = False) -> Iterator[RunItem]:
+        """The run's items in position order (``scored``: only those with scores)."""
+        for row in self.store.run_items(self.run_id, step, prefix=prefix, payload=payload, scored=scored):
             scores = _SCORES.validate_json(row["scores"]) if row["scores"] else []
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
                           note=row["note"] or "", scores=scores, key=row["key"],
                           payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"))
 
     def scores(self, name: str | None = None, step: str | None = None) -> Iterator[tuple[RunItem, Score]]:
-        for item in self.items(step):
+        for item in self.items(step, scored=True):
             for score in item.scores:
                 if name is None or score.name == name:
                     yield item, score

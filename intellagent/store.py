@@ -598,11 +598,11 @@ class Store:
         self._maybe_flush()
 
     def run_items(self, run_id: str, step: str | None = None, *, prefix: str | None = None,
-                  payload: bool = False) -> Iterator[dict[str, Any]]:
+                  payload: bool = False, scored: bool = False) -> Iterator[dict[str, Any]]:
         """The items of a run in position order (step, item, status, scores, and the payload when
-        asked), streamed from the store."""
+        asked), streamed from the store; ``scored``: only those with scores."""
         self.flush()
-        stmt = _run_items_statement(step is not None, bool(prefix), payload)
+        stmt = _run_items_statement(step is not None, bool(prefix), payload, scored)
         params: dict[str, Any] = {"r": run_id}
         if step is not None:
             params["s"] = step
@@ -769,13 +769,13 @@ _CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
     "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
     "latency_ms": 0.0, "queue_ms": 0.0, "cost_usd": 0.0}
 _INSERT_CALL = sa.insert(LLMCallRow.__table__)
-_RUN_ITEMS: dict[tuple[bool, bool, bool], Any] = {}
+_RUN_ITEMS: dict[tuple[bool, bool, bool, bool], Any] = {}
 
 
-def _run_items_statement(step: bool, prefix: bool, payload: bool) -> Any:
+def _run_items_statement(step: bool, prefix: bool, payload: bool, scored: bool) -> Any:
     """The query of :meth:`Store.run_items`, one per shape, made once (the compiled-SQL cache
     is keyed by the statement's identity)."""
-    found = _RUN_ITEMS.get((step, prefix, payload))
+    found = _RUN_ITEMS.get((step, prefix, payload, scored))
     if found is None:
         ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
         columns = [ri.step, ri.item, ri.pos, ri.key, ri.status, it.halt, it.note, it.scores,
@@ -787,7 +787,9 @@ def _run_items_statement(step: bool, prefix: bool, payload: bool) -> Any:
         if prefix:  # the items under ``prefix/``: substr, as startswith's LIKE needs its value escaped
             query = query.where(sa.func.substr(ri.item, sa.literal_column("1"), sa.bindparam("n"))
                                 == sa.bindparam("p"))
-        found = _RUN_ITEMS[(step, prefix, payload)] = query.order_by(ri.pos, ri.step)
+        if scored:  # an item without scores stores "[]" (a metric's pass reads only the scored)
+            query = query.where(it.scores != sa.literal_column("'[]'"))
+        found = _RUN_ITEMS[(step, prefix, payload, scored)] = query.order_by(ri.pos, ri.step)
     return found
 
 

@@ -61,3 +61,28 @@ def test_a_grouped_rate_or_ratio_with_a_headline_lists_every_group_on_one_line()
                                     headline="precision")).compute(Data(scores))
     assert ratio.headline == "precision: easy 1.0; hard 0.25"
     assert RateMetric(RateConfig(score="c", by=["set"])).compute(Data(scores)).headline is None
+
+
+def test_a_runs_scores_stream_reads_only_its_scored_items_and_misses_none(tmp_path):
+    """Metrics read a run's scores pass after pass: the stream takes only the items that have
+    scores from the store (a run's events and dialogs have none), and every score is in it."""
+    from click.testing import CliRunner
+
+    from intellagent.cli import cli
+    from intellagent.registry import load_registry
+    from intellagent.report import load_run
+    from intellagent.store import Store
+
+    workspace = tmp_path / "ws"
+    result = CliRunner().invoke(cli, ["run", "retail", "--events", "6", "--workspace", str(workspace)])
+    assert result.exit_code == 0, result.output
+    store = Store.for_workspace(workspace)
+    _, _, data = load_run(store, store.resolve_run("latest"), load_registry())
+    every = list(data.items())
+    scored = [(i.step, i.item) for i in every if i.scores]
+    assert scored and len(scored) < len(every)  # the run has items without scores
+    assert [(i.step, i.item) for i in data.items(scored=True)] == scored
+    assert [(i.step, i.item, s.name, s.status) for i, s in data.scores()] == \
+        [(i.step, i.item, s.name, s.status) for i in every for s in i.scores]
+    assert [(i.item, s.status) for i, s in data.scores("event")] == \
+        [(i.item, s.status) for i in every for s in i.scores if s.name == "event"] != []

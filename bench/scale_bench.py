@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import heapq
 import itertools
 import json
@@ -227,16 +228,17 @@ def timed_run(workspaces: list[Path], base_url: str, events: int, wide: int, exe
              "--set", f"llm.max_concurrency={wide}"] for workspace in workspaces]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    logs = [tempfile.TemporaryFile("w+") for _ in args]  # files, not pipes: none can fill up
-    procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=log) for a, log in zip(args, logs)]
-    for proc in procs:
-        proc.wait(timeout=3600)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    for proc, log in zip(procs, logs):
-        log.seek(0)
-        if proc.returncode != 0:
-            raise SystemExit(log.read()[-2000:])
+    with contextlib.ExitStack() as stack:  # the logs are files, not pipes: none can fill up
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in args]
+        procs = [subprocess.Popen(a, stdout=subprocess.DEVNULL, stderr=log) for a, log in zip(args, logs)]
+        for proc in procs:
+            proc.wait(timeout=3600)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for proc, log in zip(procs, logs):
+            if proc.returncode != 0:
+                log.seek(0)
+                raise SystemExit(log.read()[-2000:])
     answered, owners = [], []
     for workspace in workspaces:
         store = Store.for_workspace(workspace)

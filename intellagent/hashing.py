@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from intellagent import jsontext
+
 
 def content_hash(*parts: Any) -> str:
     """A stable hash of JSON-able parts (pydantic models are dumped first)."""
@@ -21,5 +23,5 @@ def text_hash(text: str) -> str:
 
 def json_copy(value: Any) -> Any:
     """A deep copy of plain JSON data (dicts with string keys, lists, strings, numbers, booleans,
-    None) through the C JSON codec: about ten times as fast as ``copy.deepcopy`` on a JSON Schema."""
-    return json.loads(json.dumps(value))
+    None) through a C JSON codec: many times as fast as ``copy.deepcopy`` on a JSON Schema."""
+    return jsontext.copy(value)

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.schema import CreateTable
 
+from intellagent import jsontext
 from intellagent.environment.dbschema import Column, DatabaseSchema, Table, value_problem
 
 Dump = dict[str, dict[str, dict[str, Any]]]
@@ -172,7 +173,7 @@ class _Decoder:
         values = list(raw)
         for i in self.json:
             if values[i] is not None:
-                values[i] = json.loads(values[i])
+                values[i] = jsontext.loads(values[i])
         for i in self.bool:
             if values[i] is not None:
                 values[i] = bool(values[i])
@@ -567,15 +568,11 @@ def row_problems(table: Table, row: dict[str, Any]) -> list[str]:
     return problems
 
 
-_JSON_TEXT = json.JSONEncoder(ensure_ascii=False).encode
-"""``json.dumps(value, ensure_ascii=False)`` without making an encoder per value."""
-
-
 def _to_sql(col: Column, value: Any) -> Any:
     if value is None:
         return None
     if col.type == "json":
-        return _JSON_TEXT(value)
+        return jsontext.dumps(value)
     if col.type == "boolean":
         return int(value)
     return value
@@ -585,7 +582,7 @@ def _from_sql(col: Column, raw: Any) -> Any:
     if raw is None:
         return None
     if col.type == "json":
-        return json.loads(raw)
+        return jsontext.loads(raw)
     if col.type == "boolean":
         return bool(raw)
     return raw

@@ -20,6 +20,7 @@ from instructor.v2.core.function_calls import ResponseSchema
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
+from intellagent import jsontext
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
                                     ProviderError, RateLimited, RealModelForbidden,
                                     RepeatedRefusal, RequestRejected, RequestTimeout, ServerError)
@@ -270,7 +271,7 @@ def _body(params: dict[str, Any], request: ChatRequest | None) -> bytes:
     for name, value in params.items():
         if value is not None:
             text = request.encoded(name, value) if request is not None else None
-            parts.append(f"{json.dumps(name)}: {text if text is not None else json.dumps(value)}")
+            parts.append(f"{json.dumps(name)}: {text if text is not None else jsontext.dumps(value)}")
     return ("{" + ", ".join(parts) + "}").encode()
 
 

@@ -3,7 +3,8 @@ OpenAI-compatible server runs in its own process, so its CPU is not the client's
 
     python bench/scale_bench.py [--events 200] [--latency 0.3] [--in-flight 32]
                                 [--throughput-events 1500] [--wide 128]
-                                [--memory-events 10000] [--memory-small 2000] [--skip ...]
+                                [--memory-events 10000] [--memory-small 2000] [--port 47613]
+                                [--skip ...]
 
 Prints (issue 14's targets):
 
@@ -115,11 +116,11 @@ def event_chains(store: Store, run_id: str) -> dict[str, int]:
     return dict(chains)
 
 
-async def one_process(events: int, latency: float, in_flight: int) -> None:
+async def one_process(events: int, latency: float, in_flight: int, port: int = 0) -> None:
     registry = load_registry()
     env = load_environment(registry.resolve("environment", "airline").value)
     meter = CallMeter()
-    with server_process(latency=latency, list_items=5) as server, tempfile.TemporaryDirectory() as tmp:
+    with server_process(latency=latency, list_items=5, port=port) as server, tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
         store = Store.for_workspace(workspace)
         plan = plan_for(registry, server.base_url, events, in_flight)
@@ -267,10 +268,10 @@ def cores_available(seconds: float = 2.0) -> float:
     return sum(float(p.communicate()[0]) for p in procs) / seconds
 
 
-def throughput(events: int, latency: float, wide: int) -> None:
+def throughput(events: int, latency: float, wide: int, port: int = 0) -> None:
     from intellagent.executors import default_workers
 
-    with server_process(latency=latency, list_items=5) as server, tempfile.TemporaryDirectory() as tmp:
+    with server_process(latency=latency, list_items=5, port=port) as server, tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "graph"
         subprocess.run([sys.executable, "-m", "intellagent", "run", "airline", "--until", "specs",
                         "--events", str(events), "--workspace", str(base),
@@ -389,15 +390,19 @@ def main() -> None:
     parser.add_argument("--wide", type=int, default=128)
     parser.add_argument("--memory-events", type=int, default=10000)
     parser.add_argument("--memory-small", type=int, default=2000)
+    parser.add_argument("--port", type=int, default=47613,
+                        help="The test server's port (0: a free one). The base URL is part of the "
+                             "model's identity, so the port shapes the events: with the same port, "
+                             "two runs make the same calls, and figures compare call for call.")
     parser.add_argument("--skip", nargs="*", default=[], choices=["cpu", "throughput", "memory", "resume"])
     args = parser.parse_args()
     reference = host_reference()
     print(f"0. host reference (fixed pure-Python work, median of 5): {reference:.1f} ms; the CPU "
           "figures below scale with it")
     if "cpu" not in args.skip:
-        asyncio.run(one_process(args.events, args.latency, args.in_flight))
+        asyncio.run(one_process(args.events, args.latency, args.in_flight, args.port))
     if "throughput" not in args.skip:
-        throughput(args.throughput_events, args.latency, args.wide)
+        throughput(args.throughput_events, args.latency, args.wide, args.port)
     if "memory" not in args.skip:
         memory_figures(args.memory_small, args.memory_events)
     if "resume" not in args.skip:

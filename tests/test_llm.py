@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -295,16 +296,21 @@ def test_persistent_faults_end_in_an_infra_error_status(fault, kind):
 
 def test_the_standalone_test_server_counts_requests_without_keeping_them():
     """A server that serves a long benchmark keeps no request (each is ~35 KB: 2 GB after
-    60,000), yet still reports how many it served when stopped."""
+    60,000), yet still reports how many it served when stopped; it listens on the port it is
+    given (a benchmark's model, base URL included, is then the same from run to run)."""
     with OpenAIServer(keep_requests=False) as server:
         llm = http_llm(server)
         for i in range(3):
             assert run(llm.chat([{"role": "user", "content": f"hello {i}"}])).ok
         assert server.served == 3 and server.requests == [] and server.bodies == []
-    proc = subprocess.Popen([sys.executable, "-m", "intellagent.testing.openai_server"],
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "intellagent.testing.openai_server", "--port", str(port)],
                             stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
+        assert url == f"http://127.0.0.1:{port}/v1"
         for i in range(2):
             body = json.dumps({"model": "m", "messages": [{"role": "user", "content": str(i)}]}).encode()
             request = urllib.request.Request(url + "/chat/completions", data=body,

@@ -46,7 +46,7 @@ class OpenAIServer:
                  fault_kinds: Iterable[str] = FAULTS, faults: Iterable[str] = (),
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
                  responder: Responder | None = None, list_items: int | None = None,
-                 quirks: Iterable[str] = (), keep_requests: bool = True) -> None:
+                 quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0) -> None:
         self.latency = latency
         self.quirks = set(quirks)
         unknown = self.quirks - set(QUIRKS)
@@ -74,7 +74,7 @@ class OpenAIServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self.port = 0
+        self.port = port  # 0: a free one, chosen when it starts
 
     @property
     def base_url(self) -> str:
@@ -100,7 +100,7 @@ class OpenAIServer:
         asyncio.set_event_loop(self._loop)
 
         async def boot() -> None:
-            self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=512)
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, backlog=512)
             self.port = self._server.sockets[0].getsockname()[1]
             self._ready.set()
 
@@ -313,11 +313,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="Imitate a real server's behaviour (repeatable).")
     parser.add_argument("--list-items", type=int, default=None,
                         help="Fabricate arrays of this length where the schema allows.")
+    parser.add_argument("--port", type=int, default=0,
+                        help="Listen on this port (default: a free one). The base URL is part of "
+                             "a model's identity, so a fixed port gives the same requests again.")
     args = parser.parse_args(argv)
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
                           seed=args.seed, list_items=args.list_items, quirks=args.quirk,
-                          keep_requests=False).start()
+                          keep_requests=False, port=args.port).start()
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -47,7 +47,8 @@ def dumps(value: Any) -> str:
 
 
 def copy(value: Any) -> Any:
-    """``json.loads(json.dumps(value))``: a deep copy of plain JSON data."""
+    """``json.loads(json.dumps(value))``: a deep copy of plain JSON data (a float that is not a
+    number becomes None, as ``dumps`` writes it)."""
     try:
         return loads(orjson.dumps(value, option=_AS_STDLIB))
     except orjson.JSONEncodeError:

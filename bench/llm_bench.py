@@ -57,6 +57,10 @@ class ServerProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "intellagent.testing.openai_server", *args],
                                      stdout=subprocess.PIPE, text=True)
         self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url:  # it printed its error on stderr
+            self.proc.wait(10)
+            raise SystemExit(f"the test server did not start ({' '.join(args)}); a port in use? "
+                             "--port 0 takes a free one")
         self.stats: dict = {}
 
     def cpu(self) -> float:

@@ -322,6 +322,13 @@ def test_the_standalone_test_server_counts_requests_without_keeping_them():
         proc.terminate()
     stats = json.loads(proc.communicate(timeout=10)[0].strip().splitlines()[-1])
     assert stats["requests"] == 2
+    with socket.socket() as taken:  # a port in use: one line, exit 2, no traceback
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        refused = subprocess.run([sys.executable, "-m", "intellagent.testing.openai_server", "--port",
+                                  str(taken.getsockname()[1])], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "address already in use" in refused.stderr, refused.stderr
 
 
 def test_persistent_invalid_output_is_an_infra_error():

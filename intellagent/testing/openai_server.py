@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import json
 import random
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -74,6 +75,7 @@ class OpenAIServer:
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
+        self._boot_error: OSError | None = None
         self.port = port  # 0: a free one, chosen when it starts
 
     @property
@@ -93,6 +95,9 @@ class OpenAIServer:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("test server did not start")
+        if self._boot_error is not None:  # cannot listen (a port in use)
+            self._loop = None
+            raise self._boot_error
         return self
 
     def _run(self) -> None:
@@ -104,7 +109,13 @@ class OpenAIServer:
             self.port = self._server.sockets[0].getsockname()[1]
             self._ready.set()
 
-        self._loop.run_until_complete(boot())
+        try:
+            self._loop.run_until_complete(boot())
+        except OSError as exc:
+            self._boot_error = exc
+            self._loop.close()
+            self._ready.set()
+            return
         self._loop.run_forever()
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         self._loop.close()
@@ -320,7 +331,12 @@ def main(argv: list[str] | None = None) -> None:
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
                           seed=args.seed, list_items=args.list_items, quirks=args.quirk,
-                          keep_requests=False, port=args.port).start()
+                          keep_requests=False, port=args.port)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"openai_server: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(server.base_url, flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

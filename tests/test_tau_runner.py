@@ -50,6 +50,18 @@ def test_an_idle_agent_fails_the_tasks_that_need_work(runner, tmp_path):
         assert (v["status"] == "fail") == needs_work, (index, v)
 
 
+def test_a_state_check_without_final_hashes_is_a_configuration_error(runner, tmp_path):
+    """The simulator hashes the final database only when asked (`final_hash`); τ-bench's state
+    check on dialogs without one stops with one line saying so, not a failed task per dialog."""
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "tau-bench", "--data", str(TAU_BENCH / "retail"),
+                                 "--tasks", "tasks_dev.json", "--agent", "tau-oracle", "--workspace", str(ws),
+                                 "--set", "steps.dialogs.with.final_hash=false"])
+    assert result.exit_code == 2, result.output
+    assert "set `final_hash: true` on the simulator step" in result.output
+    assert "Traceback" not in result.output
+
+
 def crashing_agent(messages, tools):
     raise RuntimeError("agent bug")
 

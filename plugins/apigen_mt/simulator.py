@@ -27,6 +27,8 @@ from intellagent_plugins.apigen_mt.prompts import prompts
 class BestOfNConfig(UserConfig):
     persona: Literal["policy-tester", "task-user"] = "task-user"
     stop_check: bool = False
+    final_hash: bool = Field(default=True, description="Record the final database's state hash on "
+                             "the trajectory (the state check of phase 2 compares it).")
     max_turns: int = Field(default=20, ge=1, description="User messages at most.")
     candidates: int = Field(default=3, ge=1, le=8, description="User replies sampled per turn "
                             "(1: no self-critique).")

@@ -140,7 +140,6 @@ class Event(BaseModel):
     rows: list[Row] = Field(default_factory=list)
     end_state: list[Expectation] = Field(default_factory=list, description="What a correct agent "
                                          "leaves in the database; checked on the dialog's diff.")
-    initial_hash: str | None = Field(default=None, description="Hash of the initial database.")
     repairs: int = 0
     task: dict[str, Any] | None = Field(default=None, description="A ground-truth task the event "
                                         "replays (τ-bench: index, trial, actions, outputs).")

@@ -200,7 +200,7 @@ class SymbolicEvents(Generator):
                     "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
                 return event.model_copy(update={
                     "scenario": _in_text(event.scenario, by_symbol), "user_knowledge": knowledge,
-                    "symbols": symbols, "rows": rows, "initial_hash": db.hash(), "repairs": attempt,
+                    "symbols": symbols, "rows": rows, "repairs": attempt,
                     "end_state": self._end_state(end_state, symbols, db)})
             ask = ask + [{"role": "assistant", "content": outcome.value.model_dump_json()},
                          {"role": "user", "content": self.prompts.render("repair.md", errors=errors[:10])}]

@@ -45,6 +45,9 @@ class Config(StrictModel):
                                   "reviewer (the middle is cut beyond it).")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
+    final_hash: bool = Field(default=False, description="Record the final database's state hash on "
+                             "the dialog, for a critic that compares it (τ-bench's tau-state); it "
+                             "costs a hash of the database per dialog.")
 
 
 
@@ -170,7 +173,8 @@ class UserAgentSimulator(Simulator):
         dialog.tool_errors = sum(1 for r in toolbox.records if r.error)
         self.finish(dialog, session)
         if db is not None:
-            dialog.final_hash = db.hash()
+            if self.config.final_hash:
+                dialog.final_hash = db.hash()
             dialog.db_diff = diff_databases(initial, db).model_dump(mode="json")
             initial.close()
             db.close()

@@ -136,6 +136,9 @@ class TauState(Critic):
         if dialog.stop_reason == "agent-error":  # a crash fails the task, whatever the state says
             return self._outcome(event, dialog, "agent-error", f"the agent failed: {dialog.error}", [])
         problems = []
+        if ctx.env.db_schema is not None and dialog.final_hash is None:
+            raise ConfigError("the dialogs carry no final database hash: set `final_hash: true` on "
+                              "the simulator step (user-agent) that makes them")
         if ctx.env.db_schema is not None and dialog.final_hash != self.expected_hash(ctx.env, task):
             problems.append("the final database differs from the ground truth's")
         said = [t.content or "" for t in dialog.turns if t.role == "assistant"]

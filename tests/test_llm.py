@@ -253,10 +253,12 @@ def test_the_key_text_is_one_sorted_json_of_the_fields_and_the_body_reuses_it(op
 def test_http_invalid_output_is_reasked_with_the_validation_error(openai_server):
     llm = http_llm(openai_server)
     openai_server.schedule("invalid")
-    outcome = run(llm.structured(USER, Verdict))
+    asked = json.loads(json.dumps(USER))
+    outcome = run(llm.structured(asked, Verdict))
     assert outcome.ok
     retry = openai_server.requests[-1]
     assert len(openai_server.requests) == 2
+    assert asked == USER  # the re-ask went into the request, not into the caller's conversation
     feedback = json.dumps(retry["messages"][len(USER):])
     assert "passed" in feedback and ("Field required" in feedback or "validation" in feedback.lower())
     # the call's tokens are both answers' (the server counts a quarter of the messages' JSON)

@@ -1,15 +1,11 @@
-"""Memoize instructor's per-response-model preparation; skip its usage tally for answers
-without usage.
+"""Memoize instructor's per-response-model preparation.
 
 instructor (1.1x, v2 core) rebuilds the response schema class for every call, and so misses its
 own cache of the OpenAI tool schema, and walks the model for async validators several times per
 call: about 3 ms of CPU a call, more than the HTTP round trip to a local server. Both depend only
-on the response model class, so we memoize them by class. Our provider counts tokens itself and
-hands instructor answers without usage; instructor's usage helpers then try to import the
-``anthropic`` SDK on every answer (70 µs a failed import), so for an answer without usage they
-answer at once, as they would after that import. Some instructor modules bind these helpers at
-import, so every loaded ``instructor`` module's reference is replaced; if a future instructor
-renames them, nothing is patched and calls are merely slower.
+on the response model class, so we memoize them by class. Some instructor modules bind these
+helpers at import, so every loaded ``instructor`` module's reference is replaced; if a future
+instructor renames them, nothing is patched and calls are merely slower.
 """
 
 from __future__ import annotations
@@ -35,24 +31,8 @@ def _memo_by_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return wrapper
 
 
-def _without_usage(answer: Callable[[Any], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``fn(response, total_usage)`` answering ``answer(response)`` at once for a response that
-    carries no usage (what ``fn`` itself answers then, after its failed import)."""
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            response = args[0] if args else kwargs.get("response")
-            if getattr(response, "usage", None) is None:
-                return answer(response)
-            return fn(*args, **kwargs)
-        return wrapper
-    return wrap
-
-
 TARGETS = (("instructor.v2.core.response_model", "prepare_response_model", _memo_by_class),
-           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_class),
-           ("instructor.v2.core.usage", "has_compatible_usage", _without_usage(lambda response: False)),
-           ("instructor.v2.core.usage", "update_total_usage", _without_usage(lambda response: response)))
+           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_class))
 
 
 def apply() -> int:

@@ -1,20 +1,23 @@
-"""Per-event response models (one field per policy id): their JSON Schema comes from a template
-and must be exactly pydantic's own, key order included: the model sees it and the cache key
-hashes it."""
+"""Per-event response models (one entry per policy id): their JSON Schema comes from a template
+and must be exactly pydantic's own schema of the model with a field per policy id, key order
+included (the model sees it and the cache key hashes it), and they must accept exactly what that
+model accepts."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from intellagent_plugins.intellagent.artefacts import EventPolicy
-from intellagent_plugins.intellagent.critic import _judgement_model
-from intellagent_plugins.intellagent.generator import _draft_model
-from intellagent_plugins.intellagent.keyed import pydantic_schema
+from intellagent_plugins.intellagent.critic import PolicyFinding, _judgement_fields, _judgement_model
+from intellagent_plugins.intellagent.generator import _draft_fields, _draft_model, _expected_text
+from intellagent_plugins.intellagent.keyed import per_key_model
 
 IDS = [["P1"], ["P1", "P4"], ["refund-policy.2", "cancel_within_24h", "Zz9_q-1"],
        ["über-rule", "a b", "X", "p0", "p1"], []]
+FINDING = {"exercised": True, "violated": False, "reason": "r"}
 
 
 def policies(ids: list[str]) -> list[EventPolicy]:
@@ -25,29 +28,67 @@ def policies(ids: list[str]) -> list[EventPolicy]:
 @pytest.mark.parametrize("tables", [["users", "flights", "reservations"], []])
 def test_the_draft_schema_is_pydantics_own(ids, tables):
     model = _draft_model(policies(ids), tables, 4)
-    assert json.dumps(model.model_json_schema()) == json.dumps(pydantic_schema(model))
+    reference = per_key_model("ScenarioDraft", "ExpectedBehaviour", ids, str, _draft_fields, tuple(tables), 4,
+                              describe=_expected_text)
+    assert json.dumps(model.model_json_schema()) == json.dumps(reference.model_json_schema())
     assert list(model.model_json_schema()["$defs"]["ExpectedBehaviour"]["properties"]) == ids
 
 
 @pytest.mark.parametrize("ids", IDS)
 def test_the_judgement_schema_is_pydantics_own(ids):
     model = _judgement_model(policies(ids))
-    assert json.dumps(model.model_json_schema()) == json.dumps(pydantic_schema(model))
+    reference = per_key_model("Judgement", "Findings", ids, PolicyFinding, _judgement_fields)
+    assert json.dumps(model.model_json_schema()) == json.dumps(reference.model_json_schema())
 
 
-def test_a_keyed_model_still_validates_by_its_own_fields():
-    """The adopted schema changes nothing in validation: every key is required, by its alias."""
-    model = _judgement_model(policies(["P1", "P2"]))
-    finding = {"exercised": True, "violated": False, "reason": "r"}
-    value = model.model_validate({"policies": {"P1": finding, "P2": finding}, "completed": True})
-    assert value.policies.p1.reason == "r"
-    with pytest.raises(ValueError):
-        model.model_validate({"policies": {"P1": finding}, "completed": True})
+def test_models_of_two_events_keep_their_own_schemas_and_keys():
+    """Each event's class is a subclass of one shared class: neither its schema nor its keys
+    leak to another event's."""
+    a, b = _judgement_model(policies(["A1", "A2"])), _judgement_model(policies(["B1"]))
+    assert list(a.model_json_schema()["$defs"]["Findings"]["properties"]) == ["A1", "A2"]
+    assert list(b.model_json_schema()["$defs"]["Findings"]["properties"]) == ["B1"]
+    assert b.model_validate({"policies": {"B1": FINDING}, "completed": True}).policies["B1"].reason == "r"
+    with pytest.raises(ValidationError):
+        a.model_validate({"policies": {"B1": FINDING}, "completed": True})
+
+
+@pytest.mark.parametrize("answer,valid", [
+    ({"P1": FINDING, "P2": FINDING}, True),
+    ({"P2": FINDING, "P1": FINDING}, True),                       # any order: read back in the keys' order
+    ({"P1": FINDING, "P2": FINDING, "P9": FINDING}, True),        # an invented id is dropped, as the per-key model ignores it
+    ({"P1": FINDING}, False),                                     # a missing id
+    ({"p0": FINDING, "p1": FINDING}, False),                      # the field names are not the keys
+    ({"P1": FINDING, "P2": {"exercised": True, "violated": False}}, False),  # an entry that does not fit
+    ({"P1": FINDING, "P2": "yes"}, False),
+])
+def test_a_keyed_model_accepts_what_the_per_key_model_accepts(answer, valid):
+    ids = ["P1", "P2"]
+    model = _judgement_model(policies(ids))
+    reference = per_key_model("Judgement", "Findings", ids, PolicyFinding, _judgement_fields)
+    data = {"policies": answer, "completed": True}
+    for strict in (False, True):  # instructor validates strictly
+        if not valid:
+            with pytest.raises(ValidationError):
+                model.model_validate_json(json.dumps(data), strict=strict)
+            with pytest.raises(ValidationError):
+                reference.model_validate_json(json.dumps(data), strict=strict)
+            continue
+        value = model.model_validate_json(json.dumps(data), strict=strict)
+        same = reference.model_validate_json(json.dumps(data), strict=strict)
+        assert list(value.policies) == ids
+        assert json.dumps(value.model_dump(by_alias=True)) == json.dumps(same.model_dump(by_alias=True))
+
+
+def test_a_missing_id_is_named_in_the_error_the_model_is_re_asked_with():
+    model = _judgement_model(policies(["P1", "P2", "P3"]))
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate({"policies": {"P2": FINDING}, "completed": True})
+    assert "no entry for P1, P3" in str(caught.value)
 
 
 def test_a_value_type_whose_name_clashes_falls_back_to_pydantics_walk():
     """pydantic tells two models of one name apart by module; the template cannot, so such a
-    keyed model keeps pydantic's own schema."""
+    keyed model takes pydantic's own schema of the per-key model."""
     from pydantic import create_model
 
     from intellagent_plugins.intellagent.keyed import keyed_model
@@ -59,5 +100,6 @@ def test_a_value_type_whose_name_clashes_falls_back_to_pydantics_walk():
         return {"inner": (inner, ...), "keyed": (keyed, ...)}
 
     model = keyed_model("Outer", "Keyed", ["a", "b"], Other, fields)
-    assert json.dumps(model.model_json_schema()) == json.dumps(pydantic_schema(model))
-    assert model.model_validate({"inner": {"y": "s"}, "keyed": {"a": {"x": 1}, "b": {"x": 2}}}).keyed.p1.x == 2
+    reference = per_key_model("Outer", "Keyed", ["a", "b"], Other, fields)
+    assert json.dumps(model.model_json_schema()) == json.dumps(reference.model_json_schema())
+    assert model.model_validate({"inner": {"y": "s"}, "keyed": {"a": {"x": 1}, "b": {"x": 2}}}).keyed["b"].x == 2

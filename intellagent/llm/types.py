@@ -120,7 +120,7 @@ class ResponseModel(BaseModel):
                 (None, DEFAULT_REF_TEMPLATE, GenerateJsonSchema, "validation", {}):
             return super().model_json_schema(by_alias, ref_template, schema_generator, mode, **kwargs)
         owner = cls
-        while _same_schema_as_parent(owner):
+        while owner not in _SCHEMAS and _same_schema_as_parent(owner):
             owner = owner.__bases__[0]
         schema = _SCHEMAS.get(owner)
         if schema is None:
@@ -147,7 +147,8 @@ class ResponseModel(BaseModel):
     def adopt_schema(cls, schema: dict[str, Any]) -> None:
         """Take ``schema`` as this class's JSON Schema instead of pydantic's walk of it: for a
         step that builds one class per call from a template whose schema it already has. It
-        must be the schema pydantic would make (the step's tests compare the two)."""
+        must be the schema pydantic makes of the model the class stands for, and the class must
+        accept what that model accepts (the step's tests compare the two)."""
         _SCHEMAS[cls] = schema
 
 

@@ -155,8 +155,8 @@ class PolicyCritic(Critic):
             return Verdict(**base, status="infra-error", reason=outcome.error or "")
         found = outcome.value
         judgements = []
-        for i, p in enumerate(event.policies):
-            f = getattr(found.policies, f"p{i}")
+        for p in event.policies:
+            f = found.policies[p.id]
             # a violated policy was in play, whatever the judge said about "exercised"
             judgements.append(PolicyJudgement(id=p.id, exercised=f.exercised or f.violated,
                                               violated=f.violated, reason=f.reason))

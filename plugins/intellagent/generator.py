@@ -163,9 +163,8 @@ class SymbolicEvents(Generator):
         if not draft.ok:
             return Event(id=spec.id, spec=spec, status="infra-error", error=draft.error)
         d = draft.value
-        expected = {p.id: getattr(d.expected, f"p{i}") for i, p in enumerate(policies)}
         event = Event(id=spec.id, spec=spec, scenario=d.scenario, user_knowledge=d.user_knowledge,
-                      policies=[p.model_copy(update={"expected": expected[p.id]}) for p in policies])
+                      policies=[p.model_copy(update={"expected": d.expected[p.id]}) for p in policies])
         if not tables:
             return event
         # an entity named twice is one entity

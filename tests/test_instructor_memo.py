@@ -5,6 +5,8 @@ from __future__ import annotations
 import instructor  # noqa: F401  (imports the modules the patches replace)
 from instructor.v2.core import patch as _patch  # noqa: F401
 
+import pytest
+
 from intellagent_plugins.providers import instructor_memo
 
 
@@ -31,3 +33,29 @@ def test_per_call_models_are_taken_by_instructor_as_they_are():
     tool = model.openai_schema
     assert tool["name"] == "Judgement"
     assert tool["parameters"]["properties"] == model.model_json_schema()["properties"]
+
+
+def test_the_async_validator_check_of_a_per_call_subclass_is_its_bases():
+    """A per-event model (an empty subclass setting its keys) is checked once through its base;
+    a subclass that adds an async validator is still refused."""
+    from instructor.v2.validation.async_validators import async_field_validator
+    from instructor.v2.validation import async_validators
+
+    from intellagent_plugins.intellagent.critic import _judgement_model
+    from intellagent_plugins.providers import openai_compatible  # noqa: F401  (applies the memo)
+
+    from tests.test_keyed_models import policies
+
+    check = async_validators.reject_async_validators
+    first, second = _judgement_model(policies(["A"])), _judgement_model(policies(["B", "C"]))
+    assert instructor_memo._checked_as(first) is instructor_memo._checked_as(second) is first.__bases__[0]
+    check(first), check(second)
+
+    class Marked(second):
+        @async_field_validator("completion_reason")
+        async def slow(self, value):
+            return value
+
+    assert instructor_memo._checked_as(Marked) is Marked
+    with pytest.raises(ValueError, match="async validators"):
+        check(Marked)

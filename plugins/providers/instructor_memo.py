@@ -3,7 +3,8 @@
 instructor (1.1x, v2 core) rebuilds the response schema class for every call, and so misses its
 own cache of the OpenAI tool schema, and walks the model for async validators several times per
 call: about 3 ms of CPU a call, more than the HTTP round trip to a local server. Both depend only
-on the response model class, so we memoize them by class. Some instructor modules bind these
+on the response model class, so we memoize them by class; the check for async validators of a
+class made per call that adds nothing to its base but a class attribute is its base's. Some instructor modules bind these
 helpers at import, so every loaded ``instructor`` module's reference is replaced; if a future
 instructor renames them, nothing is patched and calls are merely slower.
 """
@@ -31,8 +32,39 @@ def _memo_by_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return wrapper
 
 
+MARKERS = ("__async_validator__", "__async_model_validator__")
+"""The attributes by which instructor marks its async validators."""
+
+
+def _checked_as(model: Any) -> Any:
+    """The class whose check for async validators stands for ``model``'s: its only base, for a
+    pydantic model that adds no field and no marked member to it (a per-call subclass that only
+    sets a class attribute), and so on up."""
+    while inspect.isclass(model) and len(model.__bases__) == 1 and hasattr(model, "model_fields"):
+        base = model.__bases__[0]
+        fields = getattr(base, "model_fields", None)
+        if fields is None or {n: f.annotation for n, f in model.model_fields.items()} != \
+                {n: f.annotation for n, f in fields.items()}:
+            break
+        members = [getattr(m, "__func__", m) for m in vars(model).values()]
+        if any(getattr(m, key, None) is not None for m in members for key in MARKERS):
+            break
+        model = base
+    return model
+
+
+def _memo_by_checked_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    memo = _memo_by_class(fn)
+
+    @functools.wraps(fn)
+    def wrapper(model: Any) -> Any:
+        return memo(_checked_as(model))
+
+    return wrapper
+
+
 TARGETS = (("instructor.v2.core.response_model", "prepare_response_model", _memo_by_class),
-           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_class))
+           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_checked_class))
 
 
 def apply() -> int:

@@ -55,10 +55,11 @@ def _checked_as(model: Any) -> Any:
 
 def _memo_by_checked_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     memo = _memo_by_class(fn)
+    by_class = functools.lru_cache(maxsize=MAX_ENTRIES)(lambda model: memo(_checked_as(model)))
 
     @functools.wraps(fn)
     def wrapper(model: Any) -> Any:
-        return memo(_checked_as(model))
+        return by_class(model) if inspect.isclass(model) else fn(model)
 
     return wrapper
 

@@ -13,14 +13,15 @@ Prints (issue 14's targets):
 1. one process, EVENTS events at LATENCY s, IN-FLIGHT requests in flight: the client's CPU per
    model call (process CPU time, robust to other load on the machine: the whole run divided by
    its calls, and the median over 2-second windows) against the 2 ms target; wall time against
-   the latency-bound schedule, target ≤ 1.2×. The bound: the graph's dependent levels (the
-   structured-output probe that ``structured: auto`` sends to an endpoint of unknown kind, the
-   task and flows call, the per-flow policy calls, the edge calls), each ceil(calls / in-flight)
-   × latency, plus the events' phase, max(Σ calls / in-flight, the longest event's chain of
-   sequential calls) × latency (calls within one event are sequential). Also the run's own
-   chains replayed with no client overhead under the same scheduling (what the scheduler alone
-   costs); and the LLM layer's own CPU per call on small requests, which splits the run's CPU
-   into the calls' share and the pipeline's own work per event;
+   the latency-bound schedule, target ≤ 1.2×: the graph's dependent levels (the structured-output
+   probe that ``structured: auto`` sends to an endpoint of unknown kind, the task and flows call,
+   the per-flow policy calls, the edge calls), each ceil(calls / in-flight) × latency, then the
+   run's own events, each its chain of sequential calls, replayed with no client overhead under
+   the local executor's scheduling (what the calls' latency alone makes of the run). Also the
+   lower bound, the graph's levels plus max(Σ calls / in-flight, the longest event's chain) ×
+   latency, and how far the schedule itself is from it; and the LLM layer's own CPU per call on
+   small requests, which splits the run's CPU into the calls' share and the pipeline's own work
+   per event;
 2. throughput of THROUGHPUT-EVENTS events (the graph built beforehand, so only events are timed)
    at WIDE requests in flight per process: one process, then the processes executor with one
    worker per core; target ≥ 1.7×. Over each whole run (its wall includes each process's start
@@ -153,14 +154,15 @@ async def one_process(events: int, latency: float, in_flight: int, port: int = 0
           f"(process CPU {cpu:.1f} s / {len(calls)} calls); median over 2 s windows "
           f"{window:.2f} ms (target ≤ 2 ms)" if window else
           f"   client CPU per model call: {cpu / len(calls) * 1000:.2f} ms (target ≤ 2 ms)")
-    print(f"   wall {wall:.1f} s vs latency-bound schedule {bound:.1f} s = {wall / bound:.2f}× "
-          f"(target ≤ 1.2×; bound = graph levels {levels} calls → {extract:.1f} s + events "
-          f"max({event_calls}/{in_flight}, {longest}) × {latency} s = {events_bound:.1f} s; "
-          f"{'the first level is the structured-output probe' if probe else 'no probe'})")
-    print(f"   the same chains replayed by a client with no overhead (exactly {latency} s a call, "
-          f"{in_flight} slots, events taken in order {2 * in_flight} at a time as the local executor "
-          f"does): {replay:.1f} s; wall = {wall / replay:.2f}× that (the rest of the gap to the "
-          f"bound is the tail: the last events' chains start late)")
+    print(f"   wall {wall:.1f} s vs the latency-bound schedule {replay:.1f} s = {wall / replay:.2f}× "
+          f"(target ≤ 1.2×; the schedule: the graph's levels, then this run's events, each its chain "
+          f"of sequential calls, replayed by a client with no overhead: exactly {latency} s a call, "
+          f"{in_flight} slots, events taken in order {2 * in_flight} at a time as the local executor does)")
+    print(f"   lower bound {bound:.1f} s = graph levels {levels} calls → {extract:.1f} s + events "
+          f"max({event_calls}/{in_flight}, {longest}) × {latency} s = {events_bound:.1f} s "
+          f"({'the first level is the structured-output probe' if probe else 'no probe'}); wall "
+          f"{wall / bound:.2f}× it, the schedule itself {replay / bound:.2f}× (its tail: the last "
+          f"events' chains start late)")
     by_kind = Counter(c.kind for c in calls)
     layer = sum(by_kind[k] * floor[k] for k in floor)
     print(f"   the LLM layer alone on the same server, {in_flight} in flight, small requests: "

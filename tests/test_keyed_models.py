@@ -55,7 +55,7 @@ def test_models_of_two_events_keep_their_own_schemas_and_keys():
 @pytest.mark.parametrize("answer,valid", [
     ({"P1": FINDING, "P2": FINDING}, True),
     ({"P2": FINDING, "P1": FINDING}, True),                       # any order: read back in the keys' order
-    ({"P1": FINDING, "P2": FINDING, "P9": FINDING}, True),        # an invented id is dropped, as the per-key model ignores it
+    ({"P1": FINDING, "P2": FINDING, "P9": FINDING}, True),        # an invented id: dropped (ignored by both)
     ({"P1": FINDING}, False),                                     # a missing id
     ({"p0": FINDING, "p1": FINDING}, False),                      # the field names are not the keys
     ({"P1": FINDING, "P2": {"exercised": True, "violated": False}}, False),  # an entry that does not fit

@@ -61,7 +61,8 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     shape, definitions = _property(value, describe is not None)
     if keys and set(definitions) & (set(schema["$defs"]) | {name, keyed_name}):
         # names pydantic would tell apart (module-qualified): its own walk then
-        schema = per_key_model(name, keyed_name, keys, value, fields, *args, describe=describe).model_json_schema()
+        reference = per_key_model(name, keyed_name, keys, value, fields, *args, describe=describe)
+        schema = reference.model_json_schema()
     else:
         schema["$defs"][keyed_name] = {
             "properties": {key: _shaped(shape, key, describe) for key in keys},

@@ -4,9 +4,10 @@ instructor (1.1x, v2 core) rebuilds the response schema class for every call, an
 own cache of the OpenAI tool schema, and walks the model for async validators several times per
 call: about 3 ms of CPU a call, more than the HTTP round trip to a local server. Both depend only
 on the response model class, so we memoize them by class; the check for async validators of a
-class made per call that adds nothing to its base but a class attribute is its base's. Some instructor modules bind these
-helpers at import, so every loaded ``instructor`` module's reference is replaced; if a future
-instructor renames them, nothing is patched and calls are merely slower.
+class made per call that adds nothing to its base but a class attribute is its base's. Some
+instructor modules bind these helpers at import, so every loaded ``instructor`` module's
+reference is replaced; if a future instructor renames them, nothing is patched and calls are
+merely slower.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from urllib.parse import urlparse
 
 import aiohttp
 import instructor
+from instructor.v2.core import response_model as instructor_models
 from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
 from instructor.v2.core.function_calls import ResponseSchema
 from instructor.v2.core.providers import Provider
-from instructor.v2.core import response_model as instructor_models
 from instructor.v2.core.registry import ModeHandlers, mode_registry
 from instructor.v2.validation import async_validators as instructor_validators
 from openai.types.chat import ChatCompletion
@@ -327,10 +327,10 @@ async def instructed(create: Any, mode: str, response_model: type[M], retries: i
     makes it: its mode's handlers shape the request, parse and validate the answer (strictly,
     as instructor does by default), and on an invalid answer add the re-ask to the conversation,
     up to ``retries`` times. Only the attempt loop around them is ours: instructor's generic one
-    (tenacity, hooks, templating, its own cache and usage tally) cost a quarter of a
-    structured call's client CPU (0.8 against 0.6 ms, ``bench/llm_bench.py``), for nothing the LLM layer does not do itself (it retries
-    transport faults, counts tokens, caches). A transport fault is raised as it is; output that
-    still does not fit after the re-asks is ``OutputInvalid``."""
+    (tenacity, hooks, templating, its own cache and usage tally) cost a quarter of a structured
+    call's client CPU (0.8 against 0.6 ms, ``bench/llm_bench.py``), for nothing the LLM layer
+    does not do itself (it retries transport faults, counts tokens, caches). A transport fault
+    is raised as it is; output that still does not fit after the re-asks is ``OutputInvalid``."""
     handlers = _HANDLERS.get(mode)
     if handlers is None:
         handlers = _HANDLERS[mode] = mode_registry.get_handlers(Provider.OPENAI, MODES[mode])

@@ -5,7 +5,6 @@ proxy): chat completions over aiohttp, answers read into the ``openai`` package'
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import os
@@ -38,10 +37,6 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"
 PROBE_TRIES = 4  # attempts of one mode through transient faults
-_CALL: contextvars.ContextVar[tuple[ChatRequest, list[int]] | None] = contextvars.ContextVar(
-    "intellagent_structured_call", default=None)
-"""The structured call being made in this task: its request (whose encoded conversation the
-body reuses) and its [prompt, completion] tokens over attempts."""
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
 PARSE_ERRORS = (ValidationError, json.JSONDecodeError, AsyncValidationError, ResponseParsingError)
@@ -88,26 +83,24 @@ class OpenAIProvider:
                          "User-Agent": USER_AGENT}
         self._timeout = aiohttp.ClientTimeout(total=settings.timeout or 120.0)
         self._proxy = _proxy_for(self._url)
-        self._clients: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, dict[str, Any]]] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         # auto: the OpenAI API itself is known to take a forced tool call; any other endpoint
         # is probed once (per process) and the first mode that works is kept
         self.mode: str | None = settings.structured if settings.structured != "auto" else (
             "tools" if base_url is None else None)
         self._probe_lock: asyncio.Lock | None = None
 
-    def _for_this_loop(self) -> tuple[aiohttp.ClientSession, Any]:
-        """HTTP connections belong to one event loop: one session per loop that uses us, and
-        its ``chat.completions.create`` for structured calls."""
+    def _session(self) -> aiohttp.ClientSession:
+        """HTTP connections belong to one event loop: one session per loop that uses us."""
         loop = asyncio.get_running_loop()
-        if loop not in self._clients:
+        if loop not in self._sessions:
             self._forget_closed_loops()
             # no connection cap of its own (the LLM layer's semaphore decides how many requests
             # are in flight), and no trust_env: aiohttp would read the proxy variables and
             # ~/.netrc in a thread on every request; _proxy_for read them once
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                            timeout=self._timeout)
-            self._clients[loop] = (session, self._completion(session))
-        return self._clients[loop]
+            self._sessions[loop] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                                         timeout=self._timeout)
+        return self._sessions[loop]
 
     async def _post(self, session: aiohttp.ClientSession, params: dict[str, Any],
                     request: ChatRequest | None = None) -> bytes:
@@ -134,13 +127,15 @@ class OpenAIProvider:
             raise ConnectionLost(f"connection failed: {type(exc).__name__}: {_short(exc)}") from exc
         raise _status_error(status, raw, retry_after)
 
-    def _completion(self, session: aiohttp.ClientSession) -> Any:
-        """``chat.completions.create`` for instructor: the answer as the SDK's ChatCompletion."""
+    def _completion(self, request: ChatRequest | None, tally: list[int] | None) -> Any:
+        """``chat.completions.create`` for instructor's handlers: the answer as the SDK's
+        ChatCompletion. The body reuses ``request``'s encoded conversation; every attempt's
+        tokens are added to ``tally`` ([prompt, completion])."""
+        session = self._session()
 
         async def create(**params: Any) -> ChatCompletion:
-            request, tally = _CALL.get() or (None, None)
             completion = _read_completion(await self._post(session, params, request))
-            if tally is not None and completion.usage is not None:  # every attempt's tokens
+            if tally is not None and completion.usage is not None:
                 tally[0] += completion.usage.prompt_tokens or 0
                 tally[1] += completion.usage.completion_tokens or 0
             return completion
@@ -166,8 +161,7 @@ class OpenAIProvider:
             refusal = RepeatedRefusal()
             for attempt in range(PROBE_TRIES):
                 try:
-                    _, create = self._for_this_loop()
-                    await instructed(create, mode, Probe, 0, {
+                    await instructed(self._completion(None, None), mode, Probe, 0, {
                         "model": self.model,
                         "messages": [{"role": "user", "content": "Answer with ok set to true."}]})
                     logging.getLogger("intellagent").info("structured output at %s: %s", self.base_url, mode)
@@ -196,8 +190,7 @@ class OpenAIProvider:
         return params
 
     async def chat(self, request: ChatRequest) -> ChatReply:
-        session, _ = self._for_this_loop()
-        data = _read_json(await self._post(session, self._params(request), request))
+        data = _read_json(await self._post(self._session(), self._params(request), request))
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -221,30 +214,27 @@ class OpenAIProvider:
             mode = await self.structured_mode()  # a probe's tokens are not this call's
         except Exception as exc:
             raise _translate(exc) from exc
-        tally = [0, 0]  # tokens of every attempt (instructor re-asks invalid output)
-        counting = _CALL.set((request, tally))
+        tally = [0, 0]  # tokens of every attempt (invalid output is re-asked)
         try:
-            _, create = self._for_this_loop()
-            value = await instructed(create, mode, response_model, validation_retries, params)
+            value = await instructed(self._completion(request, tally), mode, response_model,
+                                     validation_retries, params)
         except Exception as exc:
             raise _translate(exc) from exc
-        finally:
-            _CALL.reset(counting)
         if type(value) is not response_model:  # instructor returns a subclass of its own
             value = response_model.model_validate(value.model_dump(by_alias=True))
         return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1])
 
     async def aclose(self) -> None:
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client[0].close()
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
         self._forget_closed_loops()
 
     def _forget_closed_loops(self) -> None:
         """Sessions of event loops that have ended (``asyncio.run`` per call, as tests and
         scripts do): their sockets are closed now, without the loop they belonged to."""
-        for loop in [loop for loop in self._clients if loop.is_closed()]:
-            session, _ = self._clients.pop(loop)
+        for loop in [loop for loop in self._sessions if loop.is_closed()]:
+            session = self._sessions.pop(loop)
             connector = session.connector
             session.detach()
             if connector is not None:

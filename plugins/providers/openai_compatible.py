@@ -18,7 +18,7 @@ from instructor.v2.core import response_model as instructor_models
 from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
 from instructor.v2.core.function_calls import ResponseSchema
 from instructor.v2.core.providers import Provider
-from instructor.v2.core.registry import ModeHandlers, mode_registry
+from instructor.v2.core.registry import mode_registry
 from instructor.v2.validation import async_validators as instructor_validators
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
@@ -308,9 +308,6 @@ def _short(exc: BaseException) -> str:
     return _first_line(str(exc)) or type(exc).__name__
 
 
-_HANDLERS: dict[str, ModeHandlers] = {}
-
-
 async def instructed(create: Any, mode: str, response_model: type[M], retries: int,
                      params: dict[str, Any]) -> M:
     """``response_model`` from ``create(**request)``, the way instructor's patched ``create``
@@ -321,9 +318,7 @@ async def instructed(create: Any, mode: str, response_model: type[M], retries: i
     call's client CPU (0.8 against 0.6 ms, ``bench/llm_bench.py``), for nothing the LLM layer
     does not do itself (it retries transport faults, counts tokens, caches). A transport fault
     is raised as it is; output that still does not fit after the re-asks is ``OutputInvalid``."""
-    handlers = _HANDLERS.get(mode)
-    if handlers is None:
-        handlers = _HANDLERS[mode] = mode_registry.get_handlers(Provider.OPENAI, MODES[mode])
+    handlers = mode_registry.get_handlers(Provider.OPENAI, MODES[mode])  # kept by instructor's registry
     instructor_validators.reject_async_validators(response_model)  # memoized by instructor_memo
     model, kwargs = handlers.request_handler(
         response_model=instructor_models.prepare_response_model(response_model), kwargs=params)

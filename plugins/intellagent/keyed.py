@@ -57,13 +57,14 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     by ``describe(key)``), built from the template of (name, fields, args)."""
     base = _base(name, value, fields, args, ResponseModel.mixins)
     model = type(name, (base,), {"__module__": base.__module__, "__doc__": base.__doc__, "keys": tuple(keys)})
-    schema = json_copy(_template(name, keyed_name, fields, args))
+    template = _template(name, keyed_name, fields, args)
     shape, definitions = _property(value, describe is not None)
-    if keys and set(definitions) & (set(schema["$defs"]) | {name, keyed_name}):
+    if keys and set(definitions) & (set(template["$defs"]) | {name, keyed_name}):
         # names pydantic would tell apart (module-qualified): its own walk then
         reference = per_key_model(name, keyed_name, keys, value, fields, *args, describe=describe)
         schema = reference.model_json_schema()
     else:
+        schema = json_copy(template)
         schema["$defs"][keyed_name] = {
             "properties": {key: _shaped(shape, key, describe) for key in keys},
             **({"required": list(keys)} if keys else {}), "title": keyed_name, "type": "object"}

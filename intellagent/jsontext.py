@@ -12,6 +12,9 @@ values: where orjson would read or write something else, the standard library do
   (a datetime, a dataclass) is a ``TypeError`` here too. A float that is not a number (JSON has
   none) is written as ``null``. Not for keys and hashes, whose text must not change with the
   codec.
+- ``sorted_dumps`` writes the compact text with sorted keys that a cache key hashes: the same
+  value gives the same text every time, a different value a different text (a float that is not
+  a number aside, as above); what JSON has no type for is written as its ``str``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ _DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # digi
 _LONG_NUMBER = b"0" * 19  # (a regular expression's search costs more than orjson's whole read)
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _AS_STDLIB = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_SORTED = orjson.OPT_SORT_KEYS | _AS_STDLIB
+_COMPACT_SORTED = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
 
 
 def loads(text: str | bytes) -> Any:
@@ -44,6 +49,18 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, option=_AS_STDLIB).decode()
     except orjson.JSONEncodeError:
         return _COMPACT.encode(value)
+
+
+def sorted_dumps(value: Any) -> str:
+    """Compact JSON text of ``value`` with every object's keys sorted, ``str(x)`` for an ``x``
+    JSON has no type for (``json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+    sort_keys=True, default=str)``, a float's exponent aside). A value orjson refuses (an integer
+    beyond 64 bits, a key that is not a string, a lone surrogate) always goes to the standard
+    library, so a value's text does not depend on anything but the value."""
+    try:
+        return orjson.dumps(value, default=str, option=_SORTED).decode()
+    except orjson.JSONEncodeError:
+        return _COMPACT_SORTED.encode(value)
 
 
 def copy(value: Any) -> Any:

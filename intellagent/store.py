@@ -8,6 +8,7 @@ migrations recorded in ``migrations``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -204,7 +205,11 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (5, "items.warnings", _add_columns("items", {"warnings": "VARCHAR DEFAULT '[]'"})),
     (6, "llm_calls.queue_ms", _add_columns("llm_calls", {"queue_ms": "FLOAT DEFAULT 0"})),
     (7, "work_units, rate_grants", _create(WorkUnitRow, RateGrantRow)),
+    # request keys hash compact text from here on; entries cached before keep their old keys
+    # and are read through them (Store.cached), so the migration itself changes nothing
+    (8, "llm_cache: compact request keys", lambda conn: None),
 ]
+COMPACT_KEYS = 8
 
 UNFINISHED = ("infra-error", "budget-exhausted")  # items a later run computes again
 STORE_VARIABLE = "INTELLAGENT_STORE"
@@ -568,9 +573,30 @@ class Store:
 
     # -- cache -----------------------------------------------------------------------------
 
-    def cached(self, request_hash: str) -> CachedResponseRow | None:
+    def cached(self, request_hash: str, legacy: Callable[[], str] | None = None) -> CachedResponseRow | None:
+        """The cached answer of a request; ``legacy()``: the request's key in stores made before
+        migration 8, looked up when the store has answers cached before it (a hit is then
+        copied under ``request_hash``, so it is found directly next time)."""
         row = self._hot.read(_CACHE_GET, {"h": request_hash})
-        return CachedResponseRow.model_validate(dict(zip(_CACHE_COLUMNS, row))) if row else None
+        if row is None and legacy is not None and self.legacy_keys:
+            row = self._hot.read(_CACHE_GET, {"h": legacy()})
+            if row is not None:
+                entry = {**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash}
+                with self._hot.write() as cur:
+                    self._hot.execute(cur, self._statement("cache"), entry)
+        if row is None:
+            return None
+        return CachedResponseRow.model_validate({**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash})
+
+    @functools.cached_property
+    def legacy_keys(self) -> bool:
+        """Whether the cache holds answers from before migration 8, under the keys of
+        ``ChatRequest.legacy_key`` (asked once per store object: none are written after it)."""
+        migrations, cache = MigrationRow.__table__.c, CachedResponseRow.__table__.c
+        with self.engine.connect() as conn:
+            since = conn.execute(sa.select(migrations.applied_at).where(migrations.id == COMPACT_KEYS)).scalar()
+            return since is not None and conn.execute(
+                sa.select(cache.request_hash).where(cache.created_at < since).limit(1)).first() is not None
 
     # -- items -----------------------------------------------------------------------------
 

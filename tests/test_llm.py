@@ -4,6 +4,7 @@ server, every fault kind, limits, the budget, the cache and the call log."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import socket
 import subprocess
@@ -226,17 +227,20 @@ def test_http_structured_chat_and_tools(openai_server):
 
 def test_the_key_text_is_one_sorted_json_of_the_fields_and_the_body_reuses_it(openai_server):
     """The cache key's text is made field by field and kept for the body: it must stay the text of
-    one ``json.dumps`` of every field (keys of earlier runs' caches), and the body must carry the
-    same conversation and tools the key names."""
+    one compact sorted ``json.dumps`` of every field, and the body must carry the same
+    conversation and tools the key names."""
     messages = [{"role": "system", "content": "Réservez — 東京 \"q\""},
                 {"role": "user", "content": "x", "name": "u", "extra": [1, 2.5, None, {"b": 1, "a": True}]}]
     requests = [ChatRequest(model="m", messages=messages),
                 ChatRequest(model="m", messages=messages, tools=[TOOL], tool_choice="auto", temperature=0.2,
                             response_schema={"type": "object", "b": [1], "a": {}}, seed=3, sample="s/1",
-                            endpoint={"base_url": "http://127.0.0.1:1/v1", "options": {"z": 1, "y": None}})]
+                            endpoint={"base_url": "http://127.0.0.1:1/v1", "options": {"z": 1, "y": None}}),
+                ChatRequest(model="m", messages=[{"role": "user", "content": "big", "n": 2 ** 64}])]
     for request in requests:
         fields = {name: getattr(request, name) for name in type(request).model_fields}
-        assert request.canonical() == json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
+        assert request.canonical() == json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str,
+                                                 separators=(",", ":"))
+        assert request.legacy_key() == hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
     llm = http_llm(openai_server)
     assert run(llm.chat(messages, tools=[TOOL])).ok and run(llm.structured(messages, Policies)).ok
@@ -244,10 +248,46 @@ def test_the_key_text_is_one_sorted_json_of_the_fields_and_the_body_reuses_it(op
     for raw, parsed in zip((chat, structured), openai_server.requests[-2:]):
         assert parsed["messages"] == messages and parsed["model"] == "gpt-4o-mini"
         # the key's own text of the conversation, not a second encoding of it
-        assert json.dumps(messages, sort_keys=True, ensure_ascii=False).encode() in raw
-    assert json.dumps([TOOL], sort_keys=True, ensure_ascii=False).encode() in chat
+        assert json.dumps(messages, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() in raw
+    assert json.dumps([TOOL], sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() in chat
     assert openai_server.requests[-1]["tools"][0]["function"]["name"] == "Policies"
     run(llm.aclose())
+
+
+def test_a_store_made_before_compact_keys_still_answers_from_its_cache(openai_server, tmp_path):
+    """Answers cached under the old keys (standard separators) are found through them, copied
+    under the new key, and cost no request; a store without such answers never computes them."""
+    store = Store.for_workspace(tmp_path)
+    assert not store.legacy_keys
+    llm = http_llm(openai_server, store=store)
+    request = llm._request("default", USER)
+    assert request.legacy_key() != request.key()
+    # an answer cached by an earlier version: under the old key, before migration 8 was applied
+    store.record_answer(dict(run_id=None, stage=None, role="default", model=request.model, provider="openai",
+                             request_hash=request.legacy_key(), kind="chat", outcome="ok"),
+                        cache={"request_hash": request.legacy_key(), "model": request.model, "kind": "chat",
+                               "response": json.dumps({"content": "from an old cache"}),
+                               "prompt_tokens": 5, "completion_tokens": 3})
+    assert not Store.for_workspace(tmp_path).legacy_keys  # written after the migration: not old
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE llm_cache SET created_at = 1.0")
+    sent = len(openai_server.requests)
+
+    old = Store.for_workspace(tmp_path)
+    assert old.legacy_keys
+    for _ in range(2):
+        llm = http_llm(openai_server, store=old)
+        out = run(llm.chat(USER))
+        run(llm.aclose())
+        assert out.ok and out.cached and out.value.content == "from an old cache"
+    assert len(openai_server.requests) == sent
+    assert old.cached(request.key()).response == json.dumps({"content": "from an old cache"})
+
+    fresh = Store.for_workspace(tmp_path / "new")
+    llm = http_llm(openai_server, store=fresh)
+    out = run(llm.chat(USER))
+    run(llm.aclose())
+    assert out.ok and not out.cached and len(openai_server.requests) == sent + 1
 
 
 def test_http_invalid_output_is_reasked_with_the_validation_error(openai_server):

@@ -160,7 +160,7 @@ class LLM:
         # prompt tokens too), about four characters a token, plus the answer's allowance
         estimate = len(text) // 4 + (request.max_tokens or 256)
         if cacheable:
-            hit = self.store.cached(key)
+            hit = self.store.cached(key, legacy=request.legacy_key)  # (older stores' keys too)
             shared_future = self._inflight.get(key) if hit is None else None
             if shared_future is not None:  # the same request is being answered now: share it
                 shared = await asyncio.shield(shared_future)

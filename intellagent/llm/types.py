@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
 from intellagent.hashing import json_copy, text_hash
+from intellagent.jsontext import sorted_dumps
 
 T = TypeVar("T")
 
@@ -63,20 +64,21 @@ class ChatRequest(BaseModel):
     _texts: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def canonical(self) -> str:
-        """The request as sorted-key JSON text (the fields are plain JSON already: read as they
-        are, not through ``model_dump``, which copies a long conversation value by value).
+        """The request as compact sorted-key JSON text (the fields are plain JSON already: read
+        as they are, not through ``model_dump``, which copies a long conversation value by value).
 
-        Made field by field, the same text as one ``json.dumps`` of them all; the conversation's
-        and the tools' texts are kept for the request's body (``encoded``), so the longest parts
-        of a request are encoded once, not once for the key and again to send."""
+        Made field by field through orjson (``jsontext.sorted_dumps``), the same text as one
+        ``sorted_dumps`` of them all; the conversation's and the tools' texts are kept for the
+        request's body (``encoded``), so the longest parts of a request are encoded once, not
+        once for the key and again to send."""
         parts = []
         for name in _FIELDS:
             value = getattr(self, name)
-            text = _dumps(value)
+            text = sorted_dumps(value)
             if name in _SPLICED and value:
                 self._texts[name] = text
-            parts.append(f'"{name}": {text}')
-        return "{" + ", ".join(parts) + "}"
+            parts.append(f'"{name}":{text}')
+        return "{" + ",".join(parts) + "}"
 
     def encoded(self, name: str, value: Any) -> str | None:
         """The JSON text of field ``name`` made by ``canonical``, when ``value`` equals that
@@ -90,14 +92,21 @@ class ChatRequest(BaseModel):
     def key(self, canonical: str | None = None) -> str:
         return text_hash(self.canonical() if canonical is None else canonical)
 
+    def legacy_key(self) -> str:
+        """The key this request had in stores made before migration 8: the hash of one
+        ``json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)`` (standard
+        separators; four times the CPU of ``canonical``). A store that holds answers cached
+        under such keys is still read through them (``LLM``)."""
+        return text_hash("{" + ", ".join(f'"{name}": {_legacy_dumps(getattr(self, name))}'
+                                         for name in _FIELDS) + "}")
+
 
 _FIELDS = tuple(sorted(ChatRequest.model_fields))
 _SPLICED = {"messages", "tools"}
 """The fields whose canonical text a provider's request body takes as it is (``encoded``)."""
 
 
-_dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
-"""``json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)``, one encoder for all."""
+_legacy_dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode
 
 
 _SCHEMAS: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()

@@ -79,6 +79,36 @@ def test_a_keyed_model_accepts_what_the_per_key_model_accepts(answer, valid):
         assert json.dumps(value.model_dump(by_alias=True)) == json.dumps(same.model_dump(by_alias=True))
 
 
+def test_an_events_class_gives_its_own_instances_and_checks_its_keys_on_every_path():
+    """An event's class is made without pydantic's metaclass and validates with its base's
+    validator: every way in (JSON, Python data, the constructor, another event's answer) checks
+    the event's own keys and gives an instance of the event's class that dumps as pydantic's."""
+    import warnings
+
+    a, b = _judgement_model(policies(["A1", "A2"])), _judgement_model(policies(["B1"]))
+    assert "__pydantic_validator__" not in a.__dict__  # nothing compiled for it
+    data = {"policies": {"A2": FINDING, "A1": FINDING}, "completed": True}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pydantic warns when a serializer gets an unexpected type
+        made = [a.model_validate_json(json.dumps(data), strict=True), a.model_validate(data),
+                a.model_validate_strings({"policies": {"A1": {**FINDING, "exercised": "true", "violated": "false"},
+                                                       "A2": {**FINDING, "exercised": "1", "violated": "0"}},
+                                          "completed": "true"}), a(**data)]
+        for value in made:
+            assert type(value) is a and list(value.policies) == ["A1", "A2"]
+            assert json.loads(value.model_dump_json(by_alias=True))["policies"]["A1"] == FINDING
+            assert a.model_validate(value) is value and value.model_copy() == value
+    only_a1 = {"policies": {"A1": FINDING}, "completed": True}
+    for attempt in (lambda: a.model_validate_json(json.dumps(only_a1)), lambda: a.model_validate(only_a1),
+                    lambda: a.model_validate_strings({"policies": {"A1": {**FINDING, "exercised": "true",
+                                                                          "violated": "false"}}, "completed": "true"}),
+                    lambda: a(**only_a1),
+                    lambda: a.model_validate(b.model_validate({"policies": {"B1": FINDING}, "completed": True}))):
+        with pytest.raises(ValidationError, match="no entry for (A1, )?A2 "):
+            attempt()
+    assert type(b.model_validate({"policies": {"B1": FINDING}, "completed": True}, context={"x": 1})) is b
+
+
 def test_a_missing_id_is_named_in_the_error_the_model_is_re_asked_with():
     model = _judgement_model(policies(["P1", "P2", "P3"]))
     with pytest.raises(ValidationError) as caught:

@@ -26,7 +26,8 @@ Prints (issue 14's targets):
    at WIDE requests in flight per process: one process, then the processes executor with one
    worker per core; target ≥ 1.7×. Over each whole run (its wall includes each process's start
    and the report, and the tail while the last events' chains of sequential calls finish) and
-   sustained (calls answered between the 10th and the 90th percentile of answers, per second);
+   sustained (calls answered between the 10th and the 90th percentile of answers, per second: the
+   rate the target reads, throughput being a rate);
    also two independent one-process runs at once (each of all the events, no work shared):
    what two processes get from this machine at that moment, the yardstick of the executor's
    own overhead; and the test server's CPU, which shares the machine's cores. 1,500 events by
@@ -301,8 +302,9 @@ def throughput(events: int, latency: float, wide: int, port: int = 0) -> None:
     print(f"   processes executor, {default_workers()} workers: {many['calls']} calls in "
           f"{many['wall']:.1f} s = {rate_many:.0f} calls/s, sustained {many['steady']:.0f}/s (items per "
           f"worker {many['split']}; CPU {many['cpu'] / many['calls'] * 1000:.2f} ms per call)")
-    print(f"   ratio {rate_many / rate_one:.2f}× over the whole runs, {many['steady'] / one['steady']:.2f}× "
-          f"sustained (target ≥ 1.7×); CPU this machine gives two busy processes together right now: "
+    print(f"   ratio {many['steady'] / one['steady']:.2f}× sustained (target ≥ 1.7×: the executor's throughput); "
+          f"{rate_many / rate_one:.2f}× over the whole runs (each run's start, its last chains and its report "
+          f"are not shared out); CPU this machine gives two busy processes together right now: "
           f"{cores_available():.2f} cores (2.0 on a quiet 2-core machine)")
     print(f"   two independent one-process runs at once, each of the {events} events: "
           f"{pair['calls']} calls in {pair['wall']:.1f} s = {pair['calls'] / pair['wall'] / rate_one:.2f}× "

@@ -5,6 +5,7 @@ model accepts."""
 
 from __future__ import annotations
 
+import abc
 import json
 
 import pytest
@@ -107,6 +108,9 @@ def test_an_events_class_gives_its_own_instances_and_checks_its_keys_on_every_pa
         with pytest.raises(ValidationError, match="no entry for (A1, )?A2 "):
             attempt()
     assert type(b.model_validate({"policies": {"B1": FINDING}, "completed": True}, context={"x": 1})) is b
+    # each event's class is a class of its own to isinstance and issubclass, ABC's caches included
+    assert abc.ABCMeta.__subclasscheck__(a.__bases__[0], a) and not abc.ABCMeta.__subclasscheck__(b, a)
+    assert isinstance(made[0], a.__bases__[0]) and not isinstance(made[0], b) and not issubclass(a, b)
 
 
 def test_a_missing_id_is_named_in_the_error_the_model_is_re_asked_with():

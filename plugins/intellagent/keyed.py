@@ -21,6 +21,7 @@ subclass. The tests hold it to the per-key model's behaviour, strict and lax.
 
 from __future__ import annotations
 
+import abc
 import functools
 from typing import Any, Callable, ClassVar, Hashable
 
@@ -97,6 +98,7 @@ def keyed_model(name: str, keyed_name: str, keys: list[str], value: Any, fields:
     model = type.__new__(type(base), name, (base,), {  # not pydantic's metaclass: see the module
         "__module__": base.__module__, "__qualname__": name, "__doc__": base.__doc__, "__slots__": (),
         "keys": tuple(keys), "_event": True})
+    abc._abc_init(model)  # its own ABC caches, as ABCMeta.__new__ gives a class (not its base's)
     template = _template(name, keyed_name, fields, args)
     shape, definitions = _property(value, describe is not None)
     if keys and set(definitions) & (set(template["$defs"]) | {name, keyed_name}):

@@ -578,15 +578,17 @@ class Store:
         migration 8, looked up when the store has answers cached before it (a hit is then
         copied under ``request_hash``, so it is found directly next time)."""
         row = self._hot.read(_CACHE_GET, {"h": request_hash})
-        if row is None and legacy is not None and self.legacy_keys:
-            row = self._hot.read(_CACHE_GET, {"h": legacy()})
-            if row is not None:
-                entry = {**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash}
-                with self._hot.write() as cur:
-                    self._hot.execute(cur, self._statement("cache"), entry)
+        if row is not None:
+            return CachedResponseRow.model_validate(dict(zip(_CACHE_COLUMNS, row)))
+        if legacy is None or not self.legacy_keys:
+            return None
+        row = self._hot.read(_CACHE_GET, {"h": legacy()})
         if row is None:
             return None
-        return CachedResponseRow.model_validate({**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash})
+        entry = {**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash}
+        with self._hot.write() as cur:
+            self._hot.execute(cur, self._statement("cache"), entry)
+        return CachedResponseRow.model_validate(entry)
 
     @functools.cached_property
     def legacy_keys(self) -> bool:

@@ -8,7 +8,7 @@ a time (enough to keep every model slot busy, few enough that databases and tran
 in progress do not pile up in memory).
 
 Executors that share work (:class:`SharedExecutor`: ``processes``, ``ray``) start workers that
-run the same plan on the same run and store (:func:`run_worker`). Every participant, this
+run the same plan on the same run and store (:func:`intellagent.worker.run_worker`). Every participant, this
 process included, walks each top-level fan-out and takes its items one at a time through the
 store (``work_units``): an item is worked on by one live process; an item whose process died is
 taken over by another; every participant waits until all items are done before the steps that
@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Iterable, TypeVar
 
@@ -191,51 +190,5 @@ class SharedExecutor(Executor):
         self.run.store.finish_unit(self.run.run_id, unit, self.run.owner)
 
 
-def run_worker(job: WorkerJob) -> dict[str, Any]:
-    """A worker's whole life: rebuild the run's plan and environment, join the run on its store,
-    work on items until every fan-out is done. Returns a summary (items this worker made)."""
-    import importlib
-
-    from intellagent.environment import load_environment
-    from intellagent.errors import IntellagentError
-    from intellagent.plan import plan_from_data
-    from intellagent.registry import load_registry
-    from intellagent.store import Store
-
-    plugins = [importlib.import_module(name) for name in job.plugin_modules]
-    registry = load_registry(plugins=plugins)
-    store = Store(job.store_url)
-    config = store.run_config(job.run_id)
-    from pathlib import Path
-
-    plan = plan_from_data(config["spec"], Path(config.get("source") or "pipeline.yaml"), registry)
-    env = load_environment(**job.environment)
-    if env.fingerprint() != job.environment_fingerprint:
-        raise IntellagentError("this worker's copy of the environment differs from the run's "
-                               "(install the same version on every node)", item=job.worker_name)
-    from intellagent.runner import join_run
-
-    if job.limits:
-        plan.spec.llm = plan.spec.llm.model_copy(update=job.limits)
-    return asyncio.run(join_run(plan, env, store=store, registry=registry, run_id=job.run_id,
-                                cache=job.cache, until=job.until, name=job.worker_name))
-
-
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-
-
-def worker_main() -> None:
-    """``python -m intellagent.executors JOB.json``: a worker process of ``processes``."""
-    import json
-
-    job = WorkerJob(**json.loads(open(sys.argv[1]).read()))
-    try:
-        summary = run_worker(job)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    print(json.dumps(summary), flush=True)
-
-
-if __name__ == "__main__":
-    worker_main()

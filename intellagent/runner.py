@@ -633,7 +633,7 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
 async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Registry, run_id: str,
                    cache: bool | None = None, until: str | None = None, name: str = "worker") -> dict:
     """Join run ``run_id`` as a worker of its sharing executor (see
-    :func:`intellagent.executors.run_worker`)."""
+    :func:`intellagent.worker.run_worker`)."""
     llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, until=until,
                     progress_stream=open(os.devnull, "w"), join=run_id, name=name)

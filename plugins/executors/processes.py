@@ -27,7 +27,7 @@ class ProcessesConfig(StrictModel):
 
 
 class ProcessesExecutor(SharedExecutor):
-    """This process and ``workers - 1`` more (``python -m intellagent.executors``), each with
+    """This process and ``workers - 1`` more (``python -m intellagent.worker``), each with
     its own event loop and model concurrency (``llm.max_concurrency`` per process)."""
 
     name = "processes"
@@ -53,7 +53,7 @@ class ProcessesExecutor(SharedExecutor):
             path.write_text(json.dumps(dataclasses.asdict(job)))
             log = Path(self._folder.name) / f"worker-{i}.log"
             with log.open("w") as err:
-                proc = subprocess.Popen([sys.executable, "-m", "intellagent.executors", str(path)],
+                proc = subprocess.Popen([sys.executable, "-m", "intellagent.worker", str(path)],
                                         stdout=subprocess.PIPE, stderr=err, text=True)
             self.procs.append((proc, log))
 

@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import Field
 
 from intellagent.errors import IntellagentError
-from intellagent.executors import SharedExecutor, SharedRun, run_worker
+from intellagent.executors import SharedExecutor, SharedRun
+from intellagent.worker import run_worker
 from intellagent.model import StrictModel
 
 

@@ -1,0 +1,130 @@
+"""The store: SQLModel over SQLite (one file per workspace) or any SQLAlchemy URL, safe for
+several processes on one store.
+
+It is cut along its seams: :mod:`~intellagent.store.schema` (tables and numbered migrations),
+:mod:`~intellagent.store.runs` (runs), :mod:`~intellagent.store.items` (step items and what each
+run used), :mod:`~intellagent.store.calls` (the call log and the response cache) and
+:mod:`~intellagent.store.leases` (claims, shared work units, rate grants). :class:`Store` puts
+them together over one connection and commits their buffered rows in one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from intellagent.errors import IntellagentError
+from intellagent.store.calls import INSERT_CALL, CallLog
+from intellagent.store.connection import (HotConnection, normalize_url, safe_url, sqlite_begin,
+                                          sqlite_pragmas, url_password)
+from intellagent.store.items import ItemRecords
+from intellagent.store.leases import HOST, RELEASE, Leases
+from intellagent.store.runs import RunRecords
+from intellagent.store.schema import MIGRATIONS, LLMCallRow, migrate
+
+__all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "Store", "normalize_url",
+           "open_store", "url_password"]
+
+STORE_VARIABLE = "INTELLAGENT_STORE"
+
+
+def open_store(workspace: str | Path, url: str | None = None, default: str | None = None) -> "Store":
+    """The store of a run: ``url`` (--store), else the ``INTELLAGENT_STORE`` environment
+    variable, else ``default`` (the pipeline's ``store:``), else ``intellagent.db`` in the
+    workspace."""
+    url = url or os.environ.get(STORE_VARIABLE) or default
+    if url:
+        Path(workspace).mkdir(parents=True, exist_ok=True)  # reports still go to the workspace
+        return Store(url)
+    return Store.for_workspace(workspace)
+
+
+class Store(RunRecords, ItemRecords, CallLog, Leases):
+    """Rows of runs, model calls, cached responses, step items and leases; safe for several
+    processes on one store (inserts are idempotent, migrations and claims take the write lock).
+
+    An answered model call (its row and its cache entry) is committed at once (about 0.15 ms on
+    SQLite): a run killed at any moment never pays again for an answer it got. Other rows (cache
+    hits, failures, items, run records, released claims) are buffered, committed at most
+    ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made
+    them.
+    """
+
+    FLUSH_SECONDS = 0.25
+    FLUSH_ROWS = 64
+
+    def __init__(self, url: str) -> None:
+        url = normalize_url(url)
+        self.url = url
+        self._pending_calls = []
+        self._pending_items = {}
+        self._pending_run_items = []
+        self._pending_releases = []
+        self._last_flush = time.monotonic()
+        try:
+            self.engine = sa.create_engine(url)
+        except ModuleNotFoundError as exc:
+            raise IntellagentError(f"the store needs the '{exc.name}' driver: pip install "
+                                   "'intellagent[postgres]'", item="store") from None
+        except sa.exc.ArgumentError as exc:
+            raise IntellagentError(f"not a store URL: {exc}", item="store") from None
+        if self.engine.dialect.name == "sqlite":
+            sa.event.listen(self.engine, "connect", sqlite_pragmas)
+            sa.event.listen(self.engine, "begin", sqlite_begin)
+        self._hot = HotConnection(self.engine)
+        try:
+            self.migrate()
+        except sa.exc.DatabaseError as exc:
+            where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
+            raise IntellagentError(f"not a usable IntellAgent store: {exc.orig or exc}"
+                                   .split("\n")[0], file=where,
+                                   item=None if where else safe_url(url)) from None
+
+    @classmethod
+    def for_workspace(cls, workspace: str | Path) -> "Store":
+        folder = Path(workspace)
+        if folder.exists() and not folder.is_dir():
+            raise IntellagentError("the workspace is a file, expected a folder", file=folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (NotADirectoryError, FileExistsError):
+            raise IntellagentError("cannot make the workspace: a part of its path is a file",
+                                   file=folder) from None
+        except PermissionError as exc:
+            raise IntellagentError(f"cannot make the workspace: {exc.strerror}", file=folder) from None
+        return cls(f"sqlite:///{folder / 'intellagent.db'}")
+
+    @classmethod
+    def in_memory(cls) -> "Store":
+        return cls("sqlite://")
+
+    def migrate(self) -> list[int]:
+        """Bring the store's schema up to date (:data:`~intellagent.store.schema.MIGRATIONS`)."""
+        with self._writing() as conn:  # two processes starting on a new store: one migrates
+            return migrate(conn)
+
+    def _maybe_flush(self) -> None:
+        if (len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS
+                or time.monotonic() - self._last_flush >= self.FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit every buffered call row, item, run item and released claim, in one
+        transaction: an item is never in the store without the model calls that made it, and a
+        claim is given up with the item it was taken for."""
+        self._last_flush = time.monotonic()
+        if not (self._pending_calls or self._pending_items or self._pending_run_items
+                or self._pending_releases):
+            return
+        calls, self._pending_calls = self._pending_calls, []
+        items, self._pending_items = self._pending_items, {}
+        run_items, self._pending_run_items = self._pending_run_items, []
+        releases, self._pending_releases = self._pending_releases, []
+        with self._hot.write() as cur:
+            self._hot.execute(cur, INSERT_CALL, calls)
+            self._hot.execute(cur, self._statement("item", self._upsert_item), list(items.values()))
+            self._hot.execute(cur, self._statement("run_item", self._upsert_run_item), run_items)
+            self._hot.execute(cur, RELEASE, releases)

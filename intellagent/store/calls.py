@@ -1,0 +1,114 @@
+"""The call log and the response cache: every model call is a row (the cost report and the
+debugging trail), every cacheable answer a row keyed by the hash of its request."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable
+
+import sqlalchemy as sa
+from sqlmodel import select
+
+from intellagent.store.connection import StoreBase
+from intellagent.store.schema import COMPACT_KEYS, CachedResponseRow, LLMCallRow, MigrationRow, RunItemRow
+
+
+class CallLog(StoreBase):
+    """Call rows (buffered, except an answered call's, committed at once with its cache entry),
+    the cost summary, and cache look-ups."""
+
+    _pending_calls: list[dict[str, Any]]
+
+    def record_call(self, **fields: Any) -> None:
+        """A call that got no answer (or a cache hit): its row, buffered."""
+        fields.setdefault("created_at", time.time())
+        self._pending_calls.append({**CALL_DEFAULTS, **fields})
+        self._maybe_flush()
+
+    def record_answer(self, call: dict[str, Any], *, cache: dict[str, Any] | None = None) -> None:
+        """The row of an answered call and, when given, its cache entry (``response``: the
+        answer as JSON text), committed at once: an answer that was paid for is never lost to a kill."""
+        call.setdefault("created_at", time.time())
+        row = {**CALL_DEFAULTS, **call}
+        entry = None if cache is None else {**cache, "created_at": call["created_at"]}
+        with self._hot.write() as cur:
+            self._hot.execute(cur, INSERT_CALL, row)
+            if entry is not None:
+                self._hot.execute(cur, self._cache_insert(), entry)
+
+    def calls(self, run_id: str | None = None) -> list[LLMCallRow]:
+        self.flush()
+        with self.engine.connect() as conn:
+            query = select(LLMCallRow)
+            if run_id is not None:
+                query = query.where(LLMCallRow.run_id == run_id)
+            return [LLMCallRow.model_validate(r._mapping) for r in conn.execute(
+                query.order_by(LLMCallRow.id))]
+
+    def cost_summary(self, run_id: str, *, made_here: bool = False) -> list[dict[str, Any]]:
+        """Calls, tokens and dollars by step and model of everything a run's results took,
+        across the processes that made them (a run resumed after a kill counts the calls made
+        before it); ``made_here``: only the calls this run made itself."""
+        self.flush()
+        t = LLMCallRow.__table__.c
+        if made_here:
+            which = t.run_id == run_id
+        else:
+            items = sa.select(RunItemRow.__table__.c.key).where(RunItemRow.__table__.c.run_id == run_id)
+            which = sa.or_(t.item_key.in_(items), sa.and_(t.run_id == run_id, t.item_key.is_(None)))
+        query = (sa.select(t.stage, t.model, sa.func.count().label("calls"),
+                           sa.func.sum(sa.cast(t.cached, sa.Integer)).label("cached"),
+                           sa.func.sum(t.prompt_tokens).label("prompt_tokens"),
+                           sa.func.sum(t.completion_tokens).label("completion_tokens"),
+                           sa.func.sum(t.cost_usd).label("cost_usd"),
+                           sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"),
+                           sa.func.avg(sa.case((t.cached == sa.false(), t.latency_ms))).label("request_ms"),
+                           sa.func.avg(sa.case((t.cached == sa.false(), t.queue_ms))).label("queue_ms"))
+                 .where(which).group_by(t.stage, t.model).order_by(t.stage, t.model))
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    # -- cache -----------------------------------------------------------------------------
+
+    def _cache_insert(self) -> Any:
+        return self._statement("cache", lambda: self._insert_ignore(CachedResponseRow))
+
+    def cached(self, request_hash: str, legacy: Callable[[], str] | None = None) -> CachedResponseRow | None:
+        """The cached answer of a request; ``legacy()``: the request's key in stores made before
+        migration 8, looked up when the store has answers cached before it (a hit is then
+        copied under ``request_hash``, so it is found directly next time)."""
+        row = self._hot.read(_CACHE_GET, {"h": request_hash})
+        if row is not None:
+            return CachedResponseRow.model_validate(dict(zip(_CACHE_COLUMNS, row)))
+        if legacy is None or not self.legacy_keys:
+            return None
+        row = self._hot.read(_CACHE_GET, {"h": legacy()})
+        if row is None:
+            return None
+        entry = {**dict(zip(_CACHE_COLUMNS, row)), "request_hash": request_hash}
+        with self._hot.write() as cur:
+            self._hot.execute(cur, self._cache_insert(), entry)
+        return CachedResponseRow.model_validate(entry)
+
+    @functools.cached_property
+    def legacy_keys(self) -> bool:
+        """Whether the cache holds answers from before migration 8, under the keys of
+        ``ChatRequest.legacy_key`` (asked once per store object: none are written after it)."""
+        migrations, cache = MigrationRow.__table__.c, CachedResponseRow.__table__.c
+        with self.engine.connect() as conn:
+            since = conn.execute(sa.select(migrations.applied_at).where(migrations.id == COMPACT_KEYS)).scalar()
+            return since is not None and conn.execute(
+                sa.select(cache.request_hash).where(cache.created_at < since).limit(1)).first() is not None
+
+    # -- items -----------------------------------------------------------------------------
+
+
+_CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]
+CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
+    "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
+    "latency_ms": 0.0, "queue_ms": 0.0, "cost_usd": 0.0}
+INSERT_CALL = sa.insert(LLMCallRow.__table__)
+_CACHE_TABLE = CachedResponseRow.__table__
+_CACHE_GET = sa.select(_CACHE_TABLE).where(_CACHE_TABLE.c.request_hash == sa.bindparam("h"))
+_CACHE_COLUMNS = [c.name for c in _CACHE_TABLE.columns]

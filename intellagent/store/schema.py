@@ -1,0 +1,194 @@
+"""The store's tables (SQLModel rows) and its append-only, numbered migrations."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+class RunRow(SQLModel, table=True):
+    __tablename__ = "runs"
+    id: str = Field(primary_key=True)
+    created_at: float
+    environment: str | None = None
+    seed: int = 0
+    config: str = "{}"
+    status: str = "running"
+    pid: int | None = None  # the process running it, to tell a killed run from a running one
+    host: str | None = None
+
+
+class LLMCallRow(SQLModel, table=True):
+    __tablename__ = "llm_calls"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    stage: str | None = None
+    role: str
+    model: str
+    provider: str
+    request_hash: str = Field(index=True)
+    item_key: str | None = Field(default=None, index=True)  # the step item the call was made for
+    kind: str  # "chat" | "structured"
+    cached: bool = False
+    attempts: int = 1
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0  # from the request to its answer (with retries and back-off)
+    queue_ms: float = 0.0  # before: waiting for a concurrency slot and the rate limits
+    cost_usd: float = 0.0
+    outcome: str  # "ok" | "infra-error" | "budget-exhausted"
+    error: str | None = None
+    created_at: float
+
+
+class CachedResponseRow(SQLModel, table=True):
+    __tablename__ = "llm_cache"
+    request_hash: str = Field(primary_key=True)
+    model: str
+    kind: str
+    response: str  # JSON
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    created_at: float
+
+
+class ArtefactRow(SQLModel, table=True):
+    """A finished work item, keyed by the content hash of everything that produced it."""
+
+    __tablename__ = "artefacts"
+    kind: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    run_id: str | None = Field(default=None, index=True)
+    item: str | None = None
+    payload: str  # JSON
+    created_at: float
+
+
+class ItemRow(SQLModel, table=True):
+    """A finished step item, keyed by the content hash of everything that produced it: the step's
+    plugin and version, its options, its inputs' hashes, the seed, the models of its roles."""
+
+    __tablename__ = "items"
+    key: str = Field(primary_key=True)
+    step: str  # the plugin that made it
+    status: str = "ok"
+    halt: bool = False
+    note: str = ""
+    warnings: str = "[]"  # JSON list of strings
+    scores: str = "[]"  # JSON list of Score
+    payload: str  # JSON of the value
+    value_hash: str  # sha256 of payload: the item's identity for the steps that consume it
+    created_at: float
+
+
+class RunItemRow(SQLModel, table=True):
+    """Which items a run used or made, under which step name and item key."""
+
+    __tablename__ = "run_items"
+    run_id: str = Field(primary_key=True)
+    step: str = Field(primary_key=True)  # the step's name in the pipeline
+    item: str = Field(primary_key=True)  # "" for a once-step, "E0001", "E0001/3" when nested
+    pos: str  # sortable position (zero-padded indices)
+    key: str = Field(index=True)
+    status: str
+
+
+class ClaimRow(SQLModel, table=True):
+    """An item some process is computing now, so another one waits instead of paying twice."""
+
+    __tablename__ = "claims"
+    key: str = Field(primary_key=True)
+    owner: str
+    expires_at: float
+
+
+class WorkUnitRow(SQLModel, table=True):
+    """One item of a run's shared fan-out: which process works on it, and whether it is done.
+    Processes of one run (an executor's workers) take units instead of all doing every item."""
+
+    __tablename__ = "work_units"
+    run_id: str = Field(primary_key=True)
+    unit: str = Field(primary_key=True)
+    owner: str
+    expires_at: float
+    done: bool = False
+
+
+class RateGrantRow(SQLModel, table=True):
+    """Requests and tokens granted to a model call, for a rate limit shared by processes."""
+
+    __tablename__ = "rate_grants"
+    id: int | None = Field(default=None, primary_key=True)
+    bucket: str = Field(index=True)
+    at: float = Field(index=True)
+    requests: int = 1
+    tokens: int = 0
+
+
+class MigrationRow(SQLModel, table=True):
+    __tablename__ = "migrations"
+    id: int = Field(primary_key=True)
+    name: str
+    applied_at: float
+
+
+def _create(*models: type[SQLModel]) -> Callable[[sa.Connection], None]:
+    def apply(conn: sa.Connection) -> None:
+        SQLModel.metadata.create_all(conn, tables=[m.__table__ for m in models])
+    return apply
+
+
+def _add_columns(table: str, columns: dict[str, str], index: tuple[str, ...] = ()) -> Callable[[sa.Connection], None]:
+    """Columns added to an existing table (a new store already has them: migration 1 creates
+    tables from today's models)."""
+    def apply(conn: sa.Connection) -> None:
+        have = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+        for name, kind in columns.items():
+            if name not in have:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+        for name in index:
+            conn.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS ix_{table}_{name} ON {table} ({name})")
+    return apply
+
+
+def _all(*steps: Callable[[sa.Connection], None]) -> Callable[[sa.Connection], None]:
+    def apply(conn: sa.Connection) -> None:
+        for step in steps:
+            step(conn)
+    return apply
+
+
+#: Append-only: never edit an applied migration, add the next number.
+MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
+    (1, "runs, llm_calls, llm_cache", _create(RunRow, LLMCallRow, CachedResponseRow)),
+    (2, "artefacts", _create(ArtefactRow)),
+    (3, "items, run_items", _create(ItemRow, RunItemRow)),
+    (4, "claims; llm_calls.item_key; runs.pid, runs.host", _all(
+        _create(ClaimRow), _add_columns("llm_calls", {"item_key": "VARCHAR"}, index=("item_key",)),
+        _add_columns("runs", {"pid": "INTEGER", "host": "VARCHAR"}))),
+    (5, "items.warnings", _add_columns("items", {"warnings": "VARCHAR DEFAULT '[]'"})),
+    (6, "llm_calls.queue_ms", _add_columns("llm_calls", {"queue_ms": "FLOAT DEFAULT 0"})),
+    (7, "work_units, rate_grants", _create(WorkUnitRow, RateGrantRow)),
+    # request keys hash compact text from here on; entries cached before keep their old keys
+    # and are read through them (Store.cached), so the migration itself changes nothing
+    (8, "llm_cache: compact request keys", lambda conn: None),
+]
+COMPACT_KEYS = 8
+
+
+def migrate(conn: sa.Connection) -> list[int]:
+    """Apply the migrations ``conn``'s store lacks, in order, inside the caller's transaction
+    (which holds the write lock: two processes starting on a new store, one migrates)."""
+    SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
+    done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}
+    applied_now = []
+    for number, name, apply in MIGRATIONS:
+        if number in done:
+            continue
+        apply(conn)
+        conn.execute(sa.insert(MigrationRow.__table__).values(
+            id=number, name=name, applied_at=time.time()))
+        applied_now.append(number)
+    return applied_now

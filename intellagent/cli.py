@@ -382,7 +382,7 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     """Write RUN's reports again from the store (e.g. in another format, or after changing a
     reporter or a metric plugin)."""
     from intellagent.report import load_run
-    from intellagent.runner import write_reports
+    from intellagent.report import write_reports
 
     registry = obj.registry
     store = _existing_workspace(workspace, store_url)

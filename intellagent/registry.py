@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import re
 from dataclasses import dataclass, field
@@ -99,6 +100,13 @@ def get_plugin_manager(*, entry_points: bool = True, plugins: Iterable[Any] = ()
             detail += f" (misspelled? hooks are: {', '.join(sorted(_hook_names()))})"
         raise RegistryError(f"plugin {provider}: {detail}") from None
     return pm
+
+
+@functools.cache
+def null_hooks() -> PluginManager:
+    """A manager with the hook specs and no plugin: a hook called on it does nothing (the
+    runner's observers when no plugin manager is given)."""
+    return get_plugin_manager(entry_points=False)
 
 
 def _hook_names() -> list[str]:

@@ -7,12 +7,15 @@ themselves stay in the store; reporters stream them from :class:`~intellagent.re
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.errors import IntellagentError
 from intellagent.metrics import MetricResult
-from intellagent.results import StepSummary
+from intellagent.plan import plan_from_data
+from intellagent.results import RunData, StepSummary, outcomes, summarize
 
 
 class RunInfo(BaseModel):
@@ -40,22 +43,33 @@ class RunReport(BaseModel):
         return [m.headline for m in self.metrics.values() if m.headline]
 
 
+def build_report(plan: Any, data: Any, info: RunInfo, store: Any,
+                 steps: list[StepSummary] | None = None) -> RunReport:
+    """A run's report from its items in the store: every metric recomputed, the funnel
+    (``steps``, when the caller has it already), the outcomes and the cost. ``run`` and
+    ``report`` both reduce a run through here."""
+    metrics = {name: metric.compute(data) for name, metric in plan.metrics.items()}
+    for name, result in metrics.items():
+        result.name = name
+    return RunReport(info=info, steps=steps if steps is not None else summarize(data),
+                     outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(info.run_id))
+
+
 def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, Any]:
     """A finished run's plan, report (metrics recomputed from the store) and data."""
-    from pathlib import Path
-
-    from intellagent.errors import IntellagentError
-    from intellagent.plan import plan_from_data
-    from intellagent.results import RunData, outcomes, summarize
-
     config = store.run_config(run_id)
     if not config.get("info"):
         raise IntellagentError("this run did not finish; run it again to resume", item=run_id)
     plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry)
     data = RunData(store, run_id, plan)
-    metrics = {name: m.compute(data) for name, m in plan.metrics.items()}
-    for name, result in metrics.items():
-        result.name = name
-    report = RunReport(info=RunInfo.model_validate(config["info"]), steps=summarize(data),
-                       outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(run_id))
-    return plan, report, data
+    return plan, build_report(plan, data, RunInfo.model_validate(config["info"]), store), data
+
+
+def write_reports(plan: Any, report: RunReport, data: Any, workspace: Path, registry: Any,
+                  reporters: list[Any] | None = None, folder: str | None = None) -> list[Path]:
+    """Write the reports into ``workspace/runs/FOLDER`` (the run's id unless it resumed
+    another run: then that run's folder, rewritten)."""
+    folder_path = workspace / "runs" / (folder or report.info.run_id)
+    folder_path.mkdir(parents=True, exist_ok=True)
+    views = [c.value for c in registry.components.get("view", {}).values()]
+    return [r.write(report, data, folder_path, views) for r in (reporters or plan.reporters)]

@@ -91,7 +91,7 @@ def test_a_run_larger_than_a_page_gets_an_index_and_item_pages(runner, tmp_path)
     assert sorted(p.name for p in (folder / "items").iterdir()) == ["0001.html", "0002.html", "0003.html"]
     from intellagent.registry import load_registry
     from intellagent.report import load_run
-    from intellagent.runner import write_reports
+    from intellagent.report import write_reports
     from intellagent.store import Store
     from intellagent_plugins.reporters.writers import HtmlOptions, HtmlReporter
 

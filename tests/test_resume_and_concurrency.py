@@ -22,7 +22,7 @@ from intellagent.environment import load_environment
 from intellagent.llm import LLM
 from intellagent.plan import load_plan
 from intellagent.registry import load_registry
-from intellagent.runner import Runner
+from intellagent.items import ItemMaker
 from intellagent.store import HOST, Store
 
 PRICED = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
@@ -163,9 +163,9 @@ def test_a_process_waiting_for_an_item_another_holds_commits_what_it_finished_fi
     plan = load_plan(None, registry, params={"events": "2"})
     ours = Store.for_workspace(tmp_path)
     theirs = Store(ours.url)  # another process's connection to the same store
-    runner = Runner(plan, env, store=ours, llm=LLM(plan.spec.llm, store=ours, registry=registry),
-                    registry=registry)
-    runner.owner = f"{HOST}:{os.getpid()}:ours"
+    maker = ItemMaker(plan, env, store=ours, llm=LLM(plan.spec.llm, store=ours, registry=registry),
+                      seed=0, run_id="ours", owner=f"{HOST}:{os.getpid()}:ours",
+                      on_error=lambda step, exc: None)
     assert theirs.claim("theirs", f"{HOST}:{os.getpid()}:theirs", 60.0)  # alive: this very process
     ours.flush()
     ours.put_item(key="mine", step="s", status="ok", halt=False, note="", scores="{}", payload="{}",
@@ -174,7 +174,7 @@ def test_a_process_waiting_for_an_item_another_holds_commits_what_it_finished_fi
 
     async def wait_a_little() -> None:
         step = next(iter(plan.steps.values()))
-        waiting = asyncio.ensure_future(runner._claimed(step, None, "theirs", {}, None))
+        waiting = asyncio.ensure_future(maker._claimed(step, None, "theirs", {}, None))
         await asyncio.sleep(0.5)  # a few looks at the claimed item
         assert not waiting.done()  # still held by the other
         waiting.cancel()

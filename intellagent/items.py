@@ -1,0 +1,182 @@
+"""One item of one step: its identity, its reuse, its claim and its computation.
+
+Every step item is stored under a content hash of: the step's plugin and version, its options,
+the hashes of the inputs it received, the run seed, the environment's content, the model
+settings of every role the step declares (and of the agent's, for steps that talk to it). An item
+already in the store is reused; anything that would change it changes its key. An item that
+costs model calls is computed under a claim in the store, so another process on the same store
+waits for it instead of paying for it too. Unfinished items (infra errors, budget stops) are
+recorded but never reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import json
+from typing import Any, Callable
+
+from intellagent.context import StepContext, StepLLM
+from intellagent.environment import Environment
+from intellagent.errors import IntellagentError
+from intellagent.hashing import content_hash, text_hash
+from intellagent.llm import LLM
+from intellagent.plan import Plan, PlannedStep
+from intellagent.results import adapter, annotation_of
+from intellagent.scheduling import Held, Scope
+from intellagent.steps import UNFINISHED, Output
+
+CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
+CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
+
+
+class ItemMaker:
+    """Makes (or finds) the items of one run's steps. ``owner`` names this process's claims;
+    ``on_error(step, exc)`` is told of a step that raised before the error goes on."""
+
+    def __init__(self, plan: Plan, env: Environment, *, store: Any, llm: LLM, seed: int,
+                 run_id: str, owner: str,
+                 on_error: Callable[[PlannedStep, BaseException], None]) -> None:
+        self.plan = plan
+        self.env = env
+        self.store = store
+        self.llm = llm
+        self.seed = seed
+        self.run_id = run_id
+        self.owner = owner
+        self.on_error = on_error
+        self.made = 0  # items this process computed
+        self._static: dict[str, str] = {}
+
+    # -- identity ------------------------------------------------------------------------
+
+    def agent_fingerprint(self) -> Any:
+        agent = self.plan.agent
+        if agent is None:
+            return None
+        roles = getattr(agent.value, "roles", {}) or {}
+        return [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
+                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}]
+
+    def static_key(self, step: PlannedStep) -> str:
+        """The part of a step's item keys that every item shares."""
+        if step.name not in self._static:
+            config = step.config.model_dump(mode="json") if step.config is not None else None
+            fingerprint = getattr(step.plugin, "fingerprint", None)
+            self._static[step.name] = content_hash(
+                step.use, step.version, config, fingerprint() if fingerprint else None, self.seed,
+                self.env.fingerprint(),
+                {r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)},
+                self.agent_fingerprint() if step.uses_agent else None)
+        return self._static[step.name]
+
+    # -- making --------------------------------------------------------------------------
+
+    async def make(self, step: PlannedStep, scope: Scope, inputs: dict[str, Any], hashes: list) -> Held:
+        """The item of ``step`` for these inputs: reused from the store, or computed."""
+        key = content_hash(self.static_key(step), hashes)
+        held = self.stored(step, key)
+        if held is None:
+            draw = content_hash(hashes) if hashes else None
+            held = await (self._claimed(step, scope, key, inputs, draw) if step.roles or step.uses_agent
+                          else self._compute(step, scope, key, inputs, draw))
+        self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
+        return held
+
+    def stored(self, step: PlannedStep, key: str) -> Held | None:
+        """The finished item ``key`` from the store (an unfinished one is made again)."""
+        row = self.store.item(key)
+        if row is None or row.status in UNFINISHED:
+            return None
+        return Held(adapter(annotation_of(step.output)).validate_json(row.payload), row.value_hash,
+                    row.status, row.halt)
+
+    async def _claimed(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
+                       draw: str | None) -> Held:
+        """Compute an item that costs model calls under a claim in the store, so another process
+        on the same store waits for it instead of paying for it too."""
+        while True:
+            if self.store.claim(key, self.owner, CLAIM_TTL):
+                try:
+                    held = self.stored(step, key)  # finished by another while we waited
+                    return held if held is not None else await self._compute(step, scope, key, inputs, draw)
+                finally:
+                    self.store.release(key, self.owner)
+            # what this process finished (and the claims it gave up) must be in the store before
+            # it waits: the process holding ``key`` may be waiting for one of them
+            self.store.flush()
+            await asyncio.sleep(CLAIM_POLL)
+            held = self.stored(step, key)
+            if held is not None:
+                return held
+
+    async def keep_claims(self) -> None:
+        """Renew this process's claims (and the executor's leases) until cancelled."""
+        while True:
+            await asyncio.sleep(CLAIM_TTL / 3)
+            self.store.renew(self.owner, CLAIM_TTL)
+            await self.plan.executor.renew()
+
+    async def _compute(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
+                       draw: str | None = None) -> Held:
+        refused = False
+        if self.llm.budget_exhausted:
+            out: Output = Output(value=None, status="budget-exhausted",
+                                 note=self.llm.budget_message())
+        else:
+            ctx = self.context(step, scope, key, draw)
+            try:
+                result = step.plugin.run(ctx, **inputs)
+                if inspect.isawaitable(result):
+                    result = await result
+                out = result if isinstance(result, Output) else Output(value=result)
+            except IntellagentError as exc:
+                if not ctx.llm.refused_for_budget:
+                    if exc.item is None and exc.file is None:
+                        exc.item = f"step {step.name}"
+                    self.on_error(step, exc)
+                    raise
+                # the step gave up because the budget refused its calls: a budget stop, not bad input
+                out = Output(value=None, status="budget-exhausted", note=self.llm.budget_message())
+            except Exception as exc:
+                self.on_error(step, exc)
+                raise
+            refused = ctx.llm.refused_for_budget
+        if refused and out.status == "infra-error":  # not a fault: the budget stopped a call
+            out = out.model_copy(update={"status": "budget-exhausted", "note": self.llm.budget_message()})
+        annotation = annotation_of(step.output)
+        try:  # the declared type, exactly: a consumer gets what the wiring promised
+            value = adapter(annotation).validate_python(out.value) if out.value is not None else None
+            payload = adapter(annotation).dump_json(value).decode() if value is not None else "null"
+        except Exception as exc:
+            raise IntellagentError(f"'{step.use}' returned {type(out.value).__name__}, not its "
+                                   f"declared {step.output}: {str(exc).splitlines()[0]}",
+                                   item=f"step {step.name}") from None
+        value_hash = text_hash(payload)
+        self.made += 1
+        self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
+                            note=out.note, payload=payload, value_hash=value_hash,
+                            warnings=json.dumps(out.warnings),
+                            scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
+        return Held(value, value_hash, out.status, out.halts)
+
+    def context(self, step: PlannedStep, scope: Scope, key: str, draw: str | None = None) -> StepContext:
+        """What ``step`` sees while it computes the item ``key``."""
+        ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key, draw=draw),
+                          seed=self.seed,
+                          key=key, item=scope.key, run_id=self.run_id, step=step.name,
+                          _store=self.store, _memo_scope=[step.use, step.version, {
+                              r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
+        if step.uses_agent and self.plan.agent is not None:
+            agent_cls, config = self.plan.agent.value, self.plan.agent_config
+            agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,
+                                                             getattr(agent_cls, "roles", {}) or {}, key,
+                                                             parent=ctx.llm, draw=draw))
+
+            def make(ground_truth: Any = None) -> Any:
+                known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
+                return agent_cls(config, agent_ctx, known)
+
+            ctx._agent = make
+        return ctx

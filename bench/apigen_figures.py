@@ -159,7 +159,7 @@ def main() -> None:
                 result = run_pipeline("apigen-mt", env, workspace=Path(tmp),
                                       providers={"mock/function": FunctionModel(synthetic_model(domain))},
                                       overrides=[("llm.default.model", "mock/function", "bench"),
-                                                 ("agent.use", "tau-oracle", "bench"),
+                                                 ("agent.use", "tau-bench/oracle", "bench"),
                                                  ("seed", seed, "bench"),
                                                  ("steps.contexts.with.blueprints", args.blueprints, "bench"),
                                                  ("steps.contexts.with.user_pool", 10, "bench"),

@@ -3,7 +3,7 @@
 An agent gets the conversation so far (OpenAI chat messages, the environment's prompt first, tool
 results as ``role: tool`` messages) and the tools it may call, and returns one turn: a reply, or
 tool calls to make, or an error. It never runs tools and never owns the history, so a live dialog
-(:class:`~intellagent.conversation.LiveSession`) and a replay of a ground-truth conversation drive
+(:class:`~intellagent.session.LiveSession`) and a replay of a ground-truth conversation drive
 the same agent. Agents under test are built without the item's ground truth; a reference agent
 that needs it (an oracle for testing the harness) says so with ``needs_ground_truth``.
 """

@@ -33,7 +33,14 @@ class Context:
     def registry(self) -> Registry:
         if self._registry is None:
             self._registry = load_registry(entry_points=self._entry_points, plugins=self._plugins)
+            for line in self._registry.deprecations:
+                _warn(line)
+            self._registry.on_deprecation = _warn
         return self._registry
+
+
+def _warn(line: str) -> None:
+    click.echo(f"warning: {line}", err=True)
 
 
 class IntellagentGroup(click.Group):
@@ -391,10 +398,10 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     if formats:
         reporters = []
         for name in (f.strip() for f in formats.split(",") if f.strip()):
-            component = registry.resolve("stage", name)
-            if getattr(component.value, "kind", None) != "reporter":
-                raise IntellagentError(f"'{name}' is a {component.value.kind}, not a reporter "
-                                       f"(reporters: {', '.join(_reporters(registry))})", item="--format")
+            try:
+                component = registry.resolve("reporter", name)
+            except IntellagentError as exc:
+                raise IntellagentError(exc.message, item="--format") from None
             # the pipeline's own reporter of that name keeps its options
             reporters.append(next((r for r in plan.reporters if type(r) is component.value), None)
                              or component.value(None))
@@ -480,11 +487,6 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
     made = sum(r["calls"] - r["cached"] for r in here)
     click.echo(f"(what the run's results took, across resumes and reused items; this run itself "
                f"made {made} call(s) for ${paid:.4f})")
-
-
-def _reporters(registry: Registry) -> list[str]:
-    return sorted(c.short_name for c in registry.components["stage"].values()
-                  if getattr(c.value, "kind", None) == "reporter")
 
 
 def _existing_workspace(workspace: Path, url: str | None = None) -> Any:

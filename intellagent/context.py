@@ -99,7 +99,7 @@ class StepContext:
 
     @property
     def step_plugin(self) -> str:
-        """The plugin this step runs (``intellagent/weighted-walk``), for seeds and memos."""
+        """The plugin this step runs, by its own name (``weighted-walk``), for seeds and memos."""
         return self._memo_scope[0] if self._memo_scope else self.step
 
     def rng(self, *parts: Any) -> random.Random:

@@ -7,7 +7,8 @@ remember which distribution supplied what. Observer hooks (``before_*``, ``after
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol, TypedDict
 
 import pluggy
 
@@ -15,6 +16,43 @@ hookspec = pluggy.HookspecMarker("intellagent")
 hookimpl = pluggy.HookimplMarker("intellagent")
 
 Register = Callable[..., None]
+
+
+class ObservedRun(Protocol):
+    """What observers see of a run (:class:`intellagent.runner.RunHandle`)."""
+
+    run_id: str
+    plan: Any  #: the resolved pipeline (:class:`intellagent.plan.Plan`)
+    env: Any  #: the environment (:class:`intellagent.environment.Environment`)
+    seed: int
+    workspace: Path | None
+    llm: Any  #: the run's models (:class:`intellagent.llm.LLM`): settings, spend so far
+
+
+class ObservedStep(Protocol):
+    """What observers see of a step (:class:`intellagent.plan.PlannedStep`)."""
+
+    name: str  #: its name in the pipeline
+    use: str  #: the plugin it runs (``intellagent/policy-critic``)
+    kind: str  #: extractor, sampler, generator, simulator or critic
+    plugin: Any  #: the configured step
+
+
+class ObservedReport(Protocol):
+    """What ``after_run`` sees of the run's report (:class:`intellagent.report.RunReport`)."""
+
+    info: Any  #: what was run: pipeline, environment, agent, models, seed, status
+    steps: list[Any]  #: each step's funnel
+    outcomes: dict[str, int]  #: how the items of the first fan-out ended
+    metrics: dict[str, Any]  #: every metric's result
+    cost: list[dict[str, Any]]  #: calls, tokens and dollars by step and model
+
+
+class StepCounts(TypedDict):
+    """What ``after_step`` tells about a finished step."""
+
+    items: int  #: items of the step in this run
+    not_ok: int  #: of which ended with a status the step does not declare as passed
 
 # ---------------------------------------------------------------------------
 # Registration: components a distribution contributes
@@ -35,12 +73,23 @@ def register_environments(register: Register) -> None:
 @hookspec
 def register_stages(register: Register) -> None:
     """Register step plugins of every stage kind (extractors, samplers, generators, simulators,
-    critics) and reporters.
+    critics).
 
     ``register`` is the callback: call ``register(cls)`` with a subclass of
-    :class:`intellagent.steps.Step` (or a reporter class); its ``kind`` and ``name`` class
-    attributes say which stage kind it is and what a pipeline's ``use:`` calls it. Every
-    implementation is called; returns nothing.
+    :class:`intellagent.steps.Step`; its ``kind`` and ``name`` class attributes say which stage
+    kind it is and what a pipeline's ``use:`` calls it. Every implementation is called; returns
+    nothing. (A reporter class registered here still works, with a deprecation warning: use
+    ``register_reporters``.)
+    """
+
+
+@hookspec
+def register_reporters(register: Register) -> None:
+    """Register reporters, which write a run's report in a format (``html``, ``json``, ``csv``).
+
+    ``register`` is the callback: call ``register(cls)`` with a subclass of
+    :class:`intellagent.report.Reporter`; its ``name`` is what a pipeline's ``report:`` list and
+    ``intellagent report --format`` call it. Every implementation is called; returns nothing.
     """
 
 
@@ -80,8 +129,10 @@ def register_views(register: Register) -> None:
 def register_agents(register: Register) -> None:
     """Register kinds of agent under test (``openai-tools``, ``http``, ``python``, …).
 
-    ``register`` is the callback: call ``register(name, factory)``; ``factory(config)`` builds
-    the agent. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, cls)`` with a subclass of
+    :class:`intellagent.agent.Agent`; a pipeline's ``agent: {use: NAME, with: {...}}`` picks it,
+    its ``Config`` checks the options, and the runner builds one per conversation as
+    ``cls(config, ctx, ground_truth)``. Every implementation is called; returns nothing.
     """
 
 
@@ -89,8 +140,10 @@ def register_agents(register: Register) -> None:
 def register_llm_providers(register: Register) -> None:
     """Register model providers, addressed by a model-name prefix (``mock/``, ``openai/``, …).
 
-    ``register`` is the callback: call ``register(name, factory)``; ``factory(settings)``
-    returns a provider. Every implementation is called; returns nothing.
+    ``register`` is the callback: call ``register(name, factory)``; ``factory(settings, *,
+    seed)`` returns a provider for one model's settings (``ModelSettings``). A model setting
+    picks it with ``provider: NAME`` (``mock`` for ``mock/...`` models, else ``openai`` by
+    default). Every implementation is called; returns nothing.
     """
 
 
@@ -130,16 +183,16 @@ def register_commands(register: Register) -> None:
 
 
 @hookspec
-def before_run(run: Any) -> None:
+def before_run(run: ObservedRun) -> None:
     """Called once before a run's first step starts.
 
     ``run`` describes the run (:class:`intellagent.runner.RunHandle`: run id, plan,
-    environment, seed, workspace). Every implementation is called; return values are ignored.
+    environment, seed, workspace, the models). Every implementation is called; return values are ignored.
     """
 
 
 @hookspec
-def after_run(run: Any, report: Any) -> None:
+def after_run(run: ObservedRun, report: ObservedReport | None) -> None:
     """Called once after the last step finished and the reports were written.
 
     ``run`` is the run as given to ``before_run``; ``report`` is its ``RunReport`` (None when
@@ -149,7 +202,7 @@ def after_run(run: Any, report: Any) -> None:
 
 
 @hookspec
-def on_run_error(run: Any, error: BaseException) -> None:
+def on_run_error(run: ObservedRun, error: BaseException) -> None:
     """Called when a run stops on an error; what was already computed stays in the store.
 
     ``run`` is the run as given to ``before_run``; ``error`` is the exception that stopped it.
@@ -163,7 +216,7 @@ def on_run_error(run: Any, error: BaseException) -> None:
 
 
 @hookspec
-def before_step(run: Any, step: Any) -> None:
+def before_step(run: ObservedRun, step: ObservedStep) -> None:
     """Called when a step starts its first item.
 
     ``run`` is the current run; ``step`` the planned step (``name``, ``use``, ``kind``,
@@ -172,17 +225,17 @@ def before_step(run: Any, step: Any) -> None:
 
 
 @hookspec
-def after_step(run: Any, step: Any, summary: Any) -> None:
+def after_step(run: ObservedRun, step: ObservedStep, summary: StepCounts) -> None:
     """Called when a step has finished all its items.
 
-    ``run`` is the current run; ``step`` the planned step; ``summary`` a dict with ``items``
-    (how many) and ``not_ok`` (how many ended with another status than ok). Every
+    ``run`` is the current run; ``step`` the planned step; ``summary`` a :class:`StepCounts`
+    dict with ``items`` (how many) and ``not_ok`` (how many did not pass). Every
     implementation is called; return values are ignored.
     """
 
 
 @hookspec
-def on_step_error(run: Any, step: Any, error: BaseException) -> None:
+def on_step_error(run: ObservedRun, step: ObservedStep, error: BaseException) -> None:
     """Called when a step raises (a bug or bad input), not for one item's infrastructure error,
     which is recorded on the item.
 

@@ -25,10 +25,27 @@ from intellagent.llm import LLM
 from intellagent.plan import Plan, PlannedStep
 from intellagent.results import adapter, annotation_of
 from intellagent.scheduling import Held, Scope
-from intellagent.steps import UNFINISHED, Output
+from intellagent.steps import UNFINISHED, Output, Score
 
 CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
 CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
+
+
+def undeclared(step: PlannedStep, scores: list[Score]) -> str | None:
+    """A score the step gives that it does not declare (by name, or by status), or None: metrics
+    and ``validate`` read the declarations, so a step cannot give more than it says."""
+    declared = step.scores
+    for score in scores:
+        spec = declared.get(score.name)
+        if spec is None:
+            return (f"'{step.use}' gives a score '{score.name}' it does not declare (declared: "
+                    f"{', '.join(declared) or 'none'}; declare it in the step's `scores`)")
+        if score.status is not None and score.status not in UNFINISHED and (
+                spec.statuses is None or score.status not in spec.statuses.all()):
+            known = ", ".join(spec.statuses.all()) if spec.statuses else "none"
+            return (f"'{step.use}' gives score '{score.name}' the status '{score.status}', which it "
+                    f"does not declare (declared: {known})")
+    return None
 
 
 class ItemMaker:
@@ -145,6 +162,9 @@ class ItemMaker:
             refused = ctx.llm.refused_for_budget
         if refused and out.status == "infra-error":  # not a fault: the budget stopped a call
             out = out.model_copy(update={"status": "budget-exhausted", "note": self.llm.budget_message()})
+        problem = undeclared(step, out.scores)
+        if problem:
+            raise IntellagentError(problem, item=f"step {step.name}")
         annotation = annotation_of(step.output)
         try:  # the declared type, exactly: a consumer gets what the wiring promised
             value = adapter(annotation).validate_python(out.value) if out.value is not None else None
@@ -166,7 +186,9 @@ class ItemMaker:
         ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key, draw=draw),
                           seed=self.seed,
                           key=key, item=scope.key, run_id=self.run_id, step=step.name,
-                          _store=self.store, _memo_scope=[step.use, step.version, {
+                          # the plugin's own name, not its registered one: a plugin moved to another
+                          # name space keeps its draws and its memos
+                          _store=self.store, _memo_scope=[step.plugin.name, step.version, {
                               r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
         if step.uses_agent and self.plan.agent is not None:
             agent_cls, config = self.plan.agent.value, self.plan.agent_config

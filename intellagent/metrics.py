@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Iterable, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from intellagent.model import StrictModel
-from intellagent.steps import NoOptions, Score
+from intellagent.steps import PASS_FAIL, NoOptions, Score
 
 
 Z95 = 1.959964
@@ -104,8 +104,23 @@ class Metric:
         """A problem with this metric in ``plan`` (e.g. it names a step that is not there)."""
         return None
 
+    def reads(self) -> dict[str, list[str]]:
+        """The scores it reads, each with the statuses it names itself: ``validate`` refuses a
+        score or a status no step of the pipeline declares."""
+        return {}
+
     def compute(self, data: Any) -> MetricResult:
         raise NotImplementedError
+
+
+def counted(data: Any, score: str, passed: list[str] | None, failed: list[str] | None) -> tuple[list[str], list[str]]:
+    """The statuses that count as passed and as failed for ``score``: the metric's own when it
+    names them, else the ones the steps declare (pass and fail when none does)."""
+    plan = getattr(data, "plan", None)
+    spec = plan.declared_scores().get(score) if plan is not None else None
+    declared = spec.statuses if spec is not None and spec.statuses is not None else PASS_FAIL
+    return (passed if passed is not None else declared.passed,
+            failed if failed is not None else declared.failed)
 
 
 def groups_of(score: Score, by: list[str]) -> list[tuple]:
@@ -132,9 +147,11 @@ def _sort_key(group: tuple) -> tuple:
 class RateConfig(StrictModel):
     score: str = Field(description="The score name to count.")
     by: list[str] = Field(default_factory=list, description="Labels to group by.")
-    passed: list[str] = Field(default_factory=lambda: ["pass"], description="Statuses that count as success.")
-    failed: list[str] = Field(default_factory=lambda: ["fail"], description="Statuses that count as failure; "
-                              "any other status is counted apart, never as a failure.")
+    passed: list[str] | None = Field(default=None, description="Statuses that count as success "
+                                     "(default: those the score's steps declare as passed).")
+    failed: list[str] | None = Field(default=None, description="Statuses that count as failure "
+                                     "(default: those declared as failed); any other status is "
+                                     "counted apart, never as a failure.")
     title: str | None = None
     description: str = ""
     chart: Literal["none", "line", "bar"] = "none"
@@ -158,14 +175,18 @@ class RateMetric(Metric):
     name = "rate"
     Config = RateConfig
 
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.score: [*(self.config.passed or []), *(self.config.failed or [])]}
+
     def compute(self, data: Any) -> MetricResult:
         c: RateConfig = self.config
+        passed, failed = counted(data, c.score, c.passed, c.failed)
         counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         others: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for _, score in data.scores(c.score):
             for group in groups_of(score, c.by):
-                if score.status in c.passed or score.status in c.failed:
-                    counts[group][0] += score.status in c.passed
+                if score.status in passed or score.status in failed:
+                    counts[group][0] += score.status in passed
                     counts[group][1] += 1
                 else:
                     others[group][str(score.status)] += 1
@@ -218,8 +239,8 @@ def pass_hat_k(trials: Iterable[list[bool]]) -> dict[int, float]:
 class PassHatKConfig(StrictModel):
     score: str
     group: str = Field(description="The label naming the task each trial belongs to.")
-    passed: list[str] = Field(default_factory=lambda: ["pass"])
-    failed: list[str] = Field(default_factory=lambda: ["fail"])
+    passed: list[str] | None = Field(default=None, description="Default: the declared passed statuses.")
+    failed: list[str] | None = Field(default=None, description="Default: the declared failed statuses.")
     title: str | None = None
     description: str = ""
 
@@ -230,12 +251,16 @@ class PassHatKMetric(Metric):
     name = "pass-hat-k"
     Config = PassHatKConfig
 
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.score: [*(self.config.passed or []), *(self.config.failed or [])]}
+
     def compute(self, data: Any) -> MetricResult:
         c: PassHatKConfig = self.config
+        passed, failed = counted(data, c.score, c.passed, c.failed)
         trials: dict[Any, list[bool]] = defaultdict(list)
         for _, score in data.scores(c.score):
-            if c.group in score.labels and (score.status in c.passed or score.status in c.failed):
-                trials[str(score.labels[c.group])].append(score.status in c.passed)
+            if c.group in score.labels and (score.status in passed or score.status in failed):
+                trials[str(score.labels[c.group])].append(score.status in passed)
         result = pass_hat_k(trials.values())
         return MetricResult(
             name=self.name, title=c.title or "pass^k", description=c.description or
@@ -263,6 +288,9 @@ class MicroPRMetric(Metric):
 
     name = "micro-pr"
     Config = MicroPRConfig
+
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.matched: [], self.config.predicted: [], self.config.actual: []}
 
     def compute(self, data: Any) -> MetricResult:
         c: MicroPRConfig = self.config
@@ -314,6 +342,9 @@ class RatioMetric(Metric):
     name = "ratio"
     Config = RatioConfig
 
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.numerator: [], self.config.denominator: []}
+
     def compute(self, data: Any) -> MetricResult:
         c: RatioConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -352,6 +383,9 @@ class MeanMetric(Metric):
     name = "mean"
     Config = MeanConfig
 
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.score: []}
+
     def compute(self, data: Any) -> MetricResult:
         c: MeanConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -383,6 +417,9 @@ class CountsMetric(Metric):
 
     name = "counts"
     Config = CountsConfig
+
+    def reads(self) -> dict[str, list[str]]:
+        return {self.config.score: []}
 
     def compute(self, data: Any) -> MetricResult:
         c: CountsConfig = self.config

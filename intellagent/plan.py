@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
-from intellagent.steps import STEP_KINDS
+from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
 from intellagent.yamlio import format_loc, line_of, read_yaml
 
 OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
@@ -121,6 +121,14 @@ class PlannedStep:
     def config(self) -> Any:
         return self.plugin.config
 
+    @property
+    def statuses(self) -> Statuses:
+        return getattr(self.plugin, "statuses", None) or MADE
+
+    @property
+    def scores(self) -> dict[str, ScoreSpec]:
+        return dict(getattr(self.plugin, "scores", None) or {})
+
 
 @dataclass
 class Plan:
@@ -145,6 +153,15 @@ class Plan:
             problem = check(env) if check is not None else None
             if problem:
                 raise IntellagentError(problem, item=f"steps.{name}.with")
+
+    def declared_scores(self) -> dict[str, ScoreSpec]:
+        """Every score the steps declare, by name (two steps giving the same score: their
+        statuses together)."""
+        out: dict[str, ScoreSpec] = {}
+        for s in self.steps.values():
+            for name, spec in s.scores.items():
+                out[name] = merge_scores(out[name], spec) if name in out else spec
+        return out
 
     def upstream(self, step: str) -> list[str]:
         """``step`` and every step it depends on, in execution order."""
@@ -472,6 +489,22 @@ def _wire(step: PlannedStep, steps: dict[str, PlannedStep], checker: _Checker) -
     step.wires = [bound[n] for n in inputs if n in bound]
 
 
+def _unknown_scores(metric: Any, declared: dict[str, ScoreSpec]) -> str | None:
+    """A score the metric reads, or a status it names, that no step declares."""
+    reads = metric.reads() if hasattr(metric, "reads") else {}
+    for score, named in reads.items():
+        spec = declared.get(score)
+        if spec is None:
+            return (f"reads score '{score}', which no step of this pipeline declares (declared: "
+                    f"{', '.join(sorted(declared)) or 'none'})")
+        known = spec.statuses.all() if spec.statuses is not None else []
+        for status in named:
+            if status not in known:
+                return (f"names status '{status}' of score '{score}', which no step declares "
+                        f"(its statuses: {', '.join(known) or 'none: it is a value'})")
+    return None
+
+
 def _listing(inputs: dict[str, TypeRef]) -> str:
     return ", ".join(f"{n}: {t}" for n, t in inputs.items()) or "none"
 
@@ -496,6 +529,7 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
                                 f"'{role}' (its roles: {known})")
 
     refs = spec.metric_refs()
+    declared = plan.declared_scores()
     for name, ref in refs.items():
         loc = ("metrics", name) if isinstance(spec.metrics, dict) else \
             ("metrics", list(refs).index(name))
@@ -505,10 +539,13 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
         problem = metric.check(plan) if hasattr(metric, "check") else None
         if problem:
             raise checker.error(loc, problem)
+        problem = _unknown_scores(metric, declared)
+        if problem:
+            raise checker.error(loc, problem)
         plan.metrics[name] = metric
     for i, entry in enumerate(spec.report):
         ref = entry if isinstance(entry, PluginRef) else PluginRef(use=entry)
-        component, config = _resolve(registry, checker, "stage", ref, ("report", i), want="reporter")
+        component, config = _resolve(registry, checker, "reporter", ref, ("report", i))
         plan.reporters.append(component.value(config))
     component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
     plan.executor = component.value(config)

@@ -11,11 +11,13 @@ from intellagent.llm import LLM
 
 
 class Progress:
-    """Per step: items done out of those known, how many did not end ok, cost so far. Redrawn in
-    place on a terminal; one line per step at the end."""
+    """Per step: items done out of those known, how many did not pass (by the statuses each step
+    declares as passed), cost so far. Redrawn in place on a terminal; one line per step at the
+    end."""
 
-    def __init__(self, llm: LLM, steps: list[str], stream: Any = None) -> None:
+    def __init__(self, llm: LLM, steps: dict[str, list[str]], stream: Any = None) -> None:
         self.llm = llm
+        self.passed = steps  # step → the statuses it declares as passed
         self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.counts = {name: [0, 0, 0] for name in steps}  # done, not ok, expected
@@ -27,7 +29,7 @@ class Progress:
     def tick(self, step: str, status: str) -> None:
         c = self.counts[step]
         c[0] += 1
-        c[1] += status not in ("ok", "pass")
+        c[1] += status not in self.passed[step]
         if self.tty and time.monotonic() - self._last > 0.2:
             self._last = time.monotonic()
             self.stream.write("\r" + " | ".join(f"{n} {d}/{t}" for n, (d, _, t) in self.counts.items()))
@@ -39,7 +41,7 @@ class Progress:
             if s.name in self.counts:
                 done = s.items
                 self.counts[s.name] = [done, done - sum(n for k, n in s.statuses.items()
-                                                        if k in ("ok", "pass")), done]
+                                                        if k in self.passed[s.name]), done]
 
     def finish(self) -> None:
         if self.tty:

@@ -1,5 +1,6 @@
-"""A step's prompt files: Jinja2 templates in a folder the step ships, each replaceable by a file of
-the same name in a folder the user names (a step's ``prompts:`` option). The text of every
+"""A step's prompt files: Jinja2 templates in the folders the step ships (a subclass's own
+before its base's), each replaceable by a file of the same name in a folder the user names (a
+step's ``prompts:`` option). The text of every
 template a step renders belongs in its cache key (:meth:`PromptFiles.fingerprint`, returned from
 the step's ``fingerprint()``), so an edited prompt re-runs exactly what it shapes."""
 
@@ -8,25 +9,28 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Iterable
+from typing import Annotated, Any, Iterable, Sequence
 
 import jinja2
 from pydantic import AfterValidator
 
 
 @lru_cache(maxsize=64)
-def _environment(builtin: str, override: str | None) -> jinja2.Environment:
-    folders = ([override] if override else []) + [builtin]
+def _environment(builtin: tuple[str, ...], override: str | None) -> jinja2.Environment:
+    folders = ([override] if override else []) + list(builtin)
     return jinja2.Environment(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
                               autoescape=False, keep_trailing_newline=False)
 
 
 class PromptFiles:
     """The templates ``names`` of one step: read from ``override`` (a folder of the user's, or
-    None) where it has a file of that name, else from ``builtin``."""
+    None) where it has a file of that name, else from the first of the ``builtin`` folders (one
+    folder, or several in order) that has it."""
 
-    def __init__(self, builtin: Path, names: Iterable[str], override: str | None = None) -> None:
-        self.builtin = str(Path(builtin).resolve())
+    def __init__(self, builtin: Path | Sequence[Path], names: Iterable[str],
+                 override: str | None = None) -> None:
+        folders = [builtin] if isinstance(builtin, (str, Path)) else list(builtin)
+        self.builtin = tuple(str(Path(f).resolve()) for f in folders)
         self.override = str(Path(override).resolve()) if override else None
         self.names = tuple(names)
 
@@ -39,6 +43,14 @@ class PromptFiles:
         if name not in self.names:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
         return self._env.get_template(name).render(**values).strip()
+
+    def has(self, name: str) -> bool:
+        """Whether a template ``name`` is there to read (the user's folder or a built-in one)."""
+        try:
+            self._env.loader.get_source(self._env, name)
+        except jinja2.TemplateNotFound:
+            return False
+        return True
 
     def fingerprint(self) -> dict[str, str]:
         """The hash of every template this step renders, as it will be read."""

@@ -7,7 +7,7 @@ import importlib.metadata as md
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pluggy
 
@@ -29,6 +29,7 @@ KINDS: dict[str, str] = {
     "pipeline": "register_pipelines",
     "metric": "register_metrics",
     "view": "register_views",
+    "reporter": "register_reporters",
 }
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -59,6 +60,11 @@ class Component:
     @property
     def short_name(self) -> str:
         return self.name.split("/", 1)[1]
+
+    @property
+    def display_name(self) -> str:
+        """The name to show: short in the default name space, whole elsewhere."""
+        return self.short_name if self.name.startswith(DEFAULT_NAMESPACE + "/") else self.name
 
 
 @dataclass
@@ -165,6 +171,9 @@ class Registry:
         self.pm = pm
         self.components: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         self._registered_by: dict[int, list[str]] = {}
+        self.deprecations: list[str] = []  # lines to show once (old names, old registrations)
+        self.on_deprecation: Callable[[str], None] | None = None  # shows a line as it comes
+        self.aliases: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}  # old → new name
         for kind, hook_name in KINDS.items():
             for impl in getattr(pm.hook, hook_name).get_hookimpls():
                 self._collect(kind, impl)
@@ -173,19 +182,26 @@ class Registry:
         provider = _provider_of(self.pm, impl.plugin)
         namespace = namespace_of(impl.plugin, provider)
 
-        def register(*args: Any, **kwargs: Any) -> None:
+        def register(*args: Any, aliases: Iterable[str] = (), **kwargs: Any) -> None:
             name, value, extra = _split_registration(kind, args, kwargs, provider)
+            target = kind
+            if kind == "stage" and extra.get("stage_kind") == "reporter":  # the old way
+                target, extra = "reporter", {}
+                self.deprecate(f"{provider} registers reporter '{name}' with register_stages; "
+                               "use register_reporters")
             full = name if "/" in name else f"{namespace}/{name}"
             short = full.split("/", 1)[1]
             if not _NAME.match(short):
                 raise RegistryError(f"{kind} name '{full}' from {provider} is not a valid name "
                                     "(lower-case letters, digits, '-', '_' and '.')")
-            previous = self.components[kind].get(full)
+            previous = self.components[target].get(full)
             if previous is not None:
-                raise RegistryError(f"{kind} '{full}' is registered twice: by {previous.provider} "
+                raise RegistryError(f"{target} '{full}' is registered twice: by {previous.provider} "
                                     f"and by {provider}")
-            self.components[kind][full] = Component(kind, full, value, provider, extra)
-            label = extra.get("stage_kind") or kind
+            self.components[target][full] = Component(target, full, value, provider, extra)
+            for old in aliases:  # names it had before: they still resolve, with a warning
+                self.aliases[target][old if "/" in old else f"{DEFAULT_NAMESPACE}/{old}"] = full
+            label = extra.get("stage_kind") or target
             self._registered_by.setdefault(id(impl.plugin), []).append(f"{label} {full}")
 
         try:
@@ -201,7 +217,25 @@ class Registry:
 
     def resolve(self, kind: str, name: str) -> Component:
         """Find a component by full name, or by short name: first in the ``intellagent`` name
-        space, then anywhere it is unique."""
+        space, then anywhere it is unique. A name that is a component of another kind says so."""
+        found = self._find(kind, name)
+        if found is not None:
+            return found
+        table = self.components[kind]
+        for other in KINDS:
+            try:
+                elsewhere = self._find(other, name) if other != kind else None
+            except RegistryError:
+                elsewhere = None
+            if elsewhere is not None:
+                label = elsewhere.extra.get("stage_kind") or other
+                shorts = ", ".join(sorted(c.display_name for c in table.values())) or "none"
+                raise RegistryError(f"'{name}' is {_article(label)} {label}, not {_article(kind)} "
+                                    f"{kind} ({kind}s: {shorts})")
+        known = ", ".join(sorted(table)) or "none"
+        raise RegistryError(f"no {kind} named '{name}' (known: {known})")
+
+    def _find(self, kind: str, name: str) -> Component | None:
         table = self.components[kind]
         if name in table:
             return table[name]
@@ -214,8 +248,19 @@ class Registry:
             if len(matches) > 1:
                 raise RegistryError(f"{kind} '{name}' is ambiguous: "
                                     + ", ".join(sorted(c.name for c in matches)))
-        known = ", ".join(sorted(table)) or "none"
-        raise RegistryError(f"no {kind} named '{name}' (known: {known})")
+        old = name if "/" in name else f"{DEFAULT_NAMESPACE}/{name}"
+        new = self.aliases[kind].get(old)
+        if new is not None:
+            self.deprecate(f"{kind} '{name}' is now called '{new}'; the old name will go")
+            return table[new]
+        return None
+
+    def deprecate(self, line: str) -> None:
+        """Note a deprecation once (shown through ``on_deprecation`` when set)."""
+        if line not in self.deprecations:
+            self.deprecations.append(line)
+            if self.on_deprecation is not None:
+                self.on_deprecation(line)
 
     def plugins(self) -> list[PluginInfo]:
         out = []
@@ -249,6 +294,10 @@ def _split_registration(kind: str, args: tuple, kwargs: dict, provider: Provider
     name = kwargs.pop("name")
     value = args[0] if args else kwargs.pop("value", kwargs.pop("path", None))
     return name, value, kwargs
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def load_registry(*, entry_points: bool = True, plugins: Iterable[Any] = ()) -> Registry:

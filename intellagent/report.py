@@ -14,8 +14,29 @@ from pydantic import BaseModel, Field
 
 from intellagent.errors import IntellagentError
 from intellagent.metrics import MetricResult
+from intellagent.model import StrictModel
 from intellagent.plan import plan_from_data
 from intellagent.results import RunData, StepSummary, outcomes, summarize
+from intellagent.steps import NoOptions
+
+
+class Reporter:
+    """Base class of reporters (registered with ``register_reporters``): ``write`` renders a
+    run's report into ``folder`` and returns the file it wrote. ``Config`` is the options model
+    (a pipeline's ``report: [{use: html, with: {...}}]``); ``views`` are the registered item
+    views, for showing an artefact type instead of its JSON. A reporter may also have
+    ``write_comparison(comparison, folder)`` for ``intellagent compare``."""
+
+    kind = "reporter"
+    name = ""
+    filename = ""
+    Config: type[StrictModel] = NoOptions
+
+    def __init__(self, config: Any = None) -> None:
+        self.config = config
+
+    def write(self, report: "RunReport", data: RunData, folder: Path, views: list[Any]) -> Path:
+        raise NotImplementedError
 
 
 class RunInfo(BaseModel):

@@ -85,7 +85,7 @@ class Runner:
         plan.check_environment(env, names)
         self.steps = [plan.steps[n] for n in names]
         self.seed = plan.spec.seed
-        self.progress = Progress(llm, names, progress_stream)
+        self.progress = Progress(llm, {s.name: s.statuses.passed for s in self.steps}, progress_stream)
         self.run_id = ""
         self.owner = ""
         self.handle: RunHandle | None = None

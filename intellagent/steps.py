@@ -18,7 +18,6 @@ from pydantic import BaseModel, Field
 from intellagent.model import StrictModel
 
 STEP_KINDS = ("extractor", "sampler", "generator", "simulator", "critic")
-STAGE_KINDS = STEP_KINDS + ("reporter",)
 
 #: Statuses of an item that was not finished: never cached, retried by the next run.
 UNFINISHED = ("infra-error", "budget-exhausted")
@@ -28,6 +27,52 @@ T = TypeVar("T")
 
 class NoOptions(StrictModel):
     """A plugin that takes no options still refuses unknown ones."""
+
+
+class Statuses(StrictModel):
+    """What the statuses of a step's items or of a score mean: ``passed`` and ``failed`` count in
+    a rate (the thing tested did the job, or did not); ``other`` are neither (not exercised, an
+    invalid scenario) and are counted apart. The unfinished statuses (``infra-error``,
+    ``budget-exhausted``) are always possible and never count."""
+
+    passed: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    other: list[str] = Field(default_factory=list)
+
+    def all(self) -> list[str]:
+        return [*self.passed, *self.failed, *self.other]
+
+
+#: The statuses of a step that makes things (``ok``), and of a pass/fail judgement.
+MADE = Statuses(passed=["ok"])
+PASS_FAIL = Statuses(passed=["pass"], failed=["fail"])
+
+
+class ScoreSpec(StrictModel):
+    """A score a step declares (as Inspect's ``@scorer(metrics=...)``): its statuses (None for a
+    score that is only a value), whether it carries a ``value``, and the labels it is grouped
+    by. Metrics read the statuses from here; ``validate`` refuses a metric naming a score or a
+    status no step declares."""
+
+    statuses: Statuses | None = None
+    value: bool = False
+    labels: list[str] = Field(default_factory=list)
+    description: str = ""
+
+
+def merge_scores(a: ScoreSpec, b: ScoreSpec) -> ScoreSpec:
+    """One score declared by two steps: the statuses of both (a status passed by one and failed
+    by the other is the first's)."""
+    if a.statuses is None or b.statuses is None:
+        statuses = a.statuses or b.statuses
+    else:
+        taken = set(a.statuses.all())
+        statuses = Statuses(passed=a.statuses.passed + [s for s in b.statuses.passed if s not in taken],
+                            failed=a.statuses.failed + [s for s in b.statuses.failed if s not in taken],
+                            other=a.statuses.other + [s for s in b.statuses.other if s not in taken])
+    return ScoreSpec(statuses=statuses, value=a.value or b.value,
+                     labels=a.labels + [label for label in b.labels if label not in a.labels],
+                     description=a.description or b.description)
 
 
 class Score(BaseModel):
@@ -72,7 +117,8 @@ class Step:
 
     ``inputs`` maps input names to types: a pydantic model ``T``, ``list[T]``, or ``T | None`` for
     an input the pipeline may leave unwired. ``output`` is ``T`` or ``list[T]``; a step that runs
-    ``each`` item of a list output runs once per element.
+    ``each`` item of a list output runs once per element. ``statuses`` says what its items'
+    statuses mean (progress counts the ones not passed), ``scores`` the scores it gives.
     """
 
     kind: ClassVar[str]
@@ -84,6 +130,10 @@ class Step:
     output: ClassVar[Any] = None
     roles: ClassVar[dict[str, str]] = {}
     uses_agent: ClassVar[bool] = False
+    #: The statuses its items end with (besides the unfinished ones), and what each means.
+    statuses: ClassVar[Statuses] = MADE
+    #: The scores it gives, by name. A score it gives and does not declare is an error.
+    scores: ClassVar[dict[str, ScoreSpec]] = {}
 
     def __init__(self, config: StrictModel) -> None:
         self.config = config

@@ -21,7 +21,8 @@ from intellagent.environment import load_environment
 from intellagent.errors import ConfigError
 from intellagent.testing.harness import run_pipeline, run_step
 from intellagent_plugins.apigen_mt.artefacts import (ApiGraph, Blueprint, BlueprintContext,
-                                                     BlueprintResult, Call, Pair, Review, Trajectory)
+                                                     BlueprintResult, BlueprintTask, BlueprintTaskEvent,
+                                                     BlueprintTaskSpec, Call, Pair, Review, Trajectory)
 from intellagent_plugins.apigen_mt.committee import CommitteeConfig, decide
 from intellagent_plugins.apigen_mt.generator import BlueprintConfig, GenerateBlueprint
 from intellagent_plugins.apigen_mt.graph import ApiGraphExtractor, GraphConfig
@@ -29,7 +30,10 @@ from intellagent_plugins.apigen_mt.recombine import Recombine
 from intellagent_plugins.apigen_mt.samplers import BlueprintContexts, ContextConfig, load_examples
 from intellagent_plugins.apigen_mt.simulator import BestOfNConfig, BestOfNUser
 from intellagent_plugins.apigen_mt.validation import Draft, DraftAction, validate
-from intellagent_plugins.tau_bench.steps import TaskEvent, TaskSpec, TauState
+from intellagent_plugins.dialogue.scenario import Action
+from intellagent_plugins.dialogue.state import replayed_hash
+from intellagent_plugins.tau_bench.artefacts import TaskEvent, TaskSpec, TauTask
+from intellagent_plugins.tau_bench.steps import TauState
 from tests.conftest import REPO
 
 ENVS = {d: load_environment(REPO / "environments" / d) for d in ("retail", "airline")}
@@ -295,8 +299,8 @@ def test_recombination_accepts_a_compatible_pair_that_replays_to_both_end_states
     for part in (CANCEL, ret):
         for a in part.blueprint.actions:
             assert not env.tools[a.name].call(db, a.arguments).error
-    task = {"actions": [{"name": a.name, "kwargs": a.arguments} for a in combined.actions]}
-    assert TauState(None).expected_hash(env, task) == db.hash() != env.seed_database().hash()
+    actions = [Action(name=a.name, arguments=a.arguments) for a in combined.actions]
+    assert replayed_hash(env, [], actions) == db.hash() != env.seed_database().hash()
 
 
 def test_graph_and_contexts_on_both_domains():
@@ -331,10 +335,9 @@ def test_best_of_n_user_asks_the_judge_and_keeps_its_pick(scripted_llm):
     llm, model = scripted_llm(turn("I want everything, my id is X and Y and Z."), turn("Hi, I need help with an order."),
                               {"best": 2, "reason": "reveals step by step"},
                               turn("bye", "success"), turn("bye", "success"))
-    spec = TaskSpec(id="T000-0", policies=[], target_complexity=0, complexity=0, task={"actions": []})
-    event = TaskEvent(id="T000-0", spec=spec, scenario="You want to cancel an order.", task={"actions": []})
+    event = TaskEvent.of(TaskSpec(id="T000-0", task=TauTask(index=0, instruction="You want to cancel an order.")))
     out = asyncio.run(run_step(BestOfNUser(BestOfNConfig(candidates=2)), ENVS["retail"], llm=llm,
-                               agent=lambda gt: Silent(None, None), event=event))
+                               agent=lambda gt: Silent(None, None), scenario=event))
     dialog = out.value
     assert isinstance(dialog, Trajectory) and dialog.stop_reason == "success"
     assert dialog.turns[0].content == "Hi, I need help with an order."
@@ -635,18 +638,18 @@ def test_the_state_critic_fails_an_agent_crash_on_a_task_that_changes_nothing():
     from intellagent_plugins.apigen_mt.critic import TrajectoryState
 
     env = ENVS["retail"]
-    task = {"index": 0, "trial": 0, "actions": [{"name": FIND_UMAR[0], "kwargs": FIND_UMAR[1]}], "outputs": []}
-    spec = TaskSpec(id="T000-0", policies=[], target_complexity=0, complexity=0, task=task)
-    event = TaskEvent(id="T000-0", spec=spec, scenario="Ask for nothing.", task=task)
+    task = BlueprintTask(index=0, instruction="Ask for nothing.", blueprint="B0",
+                         actions=[{"name": FIND_UMAR[0], "kwargs": FIND_UMAR[1]}])
+    event = BlueprintTaskEvent.of(BlueprintTaskSpec(id="T000-0", task=task), blueprint="B0")
     db = env.seed_database()
     dialog = Trajectory(id="T000-0", stop_reason="agent-error", error="RuntimeError: agent bug", final_hash=db.hash())
     db.close()
     for critic in (TrajectoryState(None), TauState(None)):
-        out = asyncio.run(run_step(critic, env, event=event, dialog=dialog))
+        out = asyncio.run(run_step(critic, env, scenario=event, dialog=dialog))
         assert out.status == "agent-error" and out.value.status == "agent-error"
         assert out.scores[0].name == "task" and out.scores[0].status == "agent-error"
     dialog.stop_reason = "success"
-    assert asyncio.run(run_step(TauState(None), env, event=event, dialog=dialog)).status == "pass"
+    assert asyncio.run(run_step(TauState(None), env, scenario=event, dialog=dialog)).status == "pass"
 
 
 @pytest.mark.parametrize("entries,message", [

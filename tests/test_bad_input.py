@@ -345,11 +345,11 @@ PIPELINE = Path(__file__).resolve().parent.parent / "plugins" / "intellagent" / 
     (PIPELINE.read_text().replace("  specs: {use: weighted-walk, from: graph, with: {events: 30, complexity: [2, 11]}}",
                                   "  specs: null"), "p.yaml:9", "steps.specs: Input should be a valid dictionary"),
     (PIPELINE.read_text().replace("verdicts: {use: policy-critic, each: dialogs, from: events}",
-                                  "verdicts: {use: tau-state, each: dialogs, from: events}"),
-     "p.yaml:12", "'events' gives Event, which no input of 'intellagent/tau-state' takes"),
+                                  "verdicts: {use: tau-bench/state, each: dialogs, from: events}"),
+     "p.yaml:12", "'events' gives Event, which no input of 'tau-bench/state' takes"),
     (PIPELINE.read_text().replace("events: {use: symbolic-events, each: specs, from: graph}",
-                                  "events: {use: tau-task-events, each: specs}"),
-     "p.yaml:10", "'specs' gives EventSpec, which no input of 'intellagent/tau-task-events' takes"),
+                                  "events: {use: tau-bench/task-events, each: specs}"),
+     "p.yaml:10", "'specs' gives EventSpec, which no input of 'tau-bench/task-events' takes"),
 ], ids=["list", "steps-5", "stages", "step-null", "tau-critic-on-events", "tau-events-on-walk"])
 def test_broken_pipelines_fail_before_any_model_call(text, where, what, runner, tmp_path):
     pipeline = tmp_path / "p.yaml"
@@ -388,7 +388,7 @@ def test_data_folders_that_cannot_be(runner, tmp_path):
 def test_report_format_must_name_a_reporter(runner, tmp_path):
     assert runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path)]).exit_code == 0
     result = runner.invoke(cli, ["report", "--format", "html,weighted-walk", "--workspace", str(tmp_path)])
-    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: apigen-export, csv, html, json)")
+    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: apigen-mt/export, csv, html, json)")
 
 
 def test_a_folder_does_not_hide_an_installed_environment_of_that_name(runner, tmp_path, shop, monkeypatch):

@@ -86,7 +86,7 @@ def test_a_new_reservation_of_a_new_user_linked_by_symbols():
     user = rows[("users", user_key)]
     assert user["reservations"] == [reservation_key]  # listed, nothing inherited from the template
     assert rows[("reservations", reservation_key)]["user_id"] == user_key
-    assert user_key in event.scenario and "U1" not in event.scenario and reservation_key in event.scenario
+    assert user_key in event.brief and "U1" not in event.brief and reservation_key in event.brief
     # the event's database is valid and finds the new user by the new email
     db = env.database_with(event.rows)
     found = env.tools["get_user_details"].call(db, {"user_id": user_key})

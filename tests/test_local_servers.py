@@ -109,7 +109,7 @@ def test_assistant_turns_with_tool_calls_are_sent_with_string_content(runner, tm
 
 
 def test_an_agent_that_writes_tool_calls_as_text_is_flagged_not_passed_silently(runner, tmp_path):
-    from intellagent.conversation import tool_call_in_text
+    from intellagent.session import tool_call_in_text
 
     names = {"get_user_details", "book_reservation"}
     assert tool_call_in_text('```json\n{"name": "get_user_details", "arguments": {"user_id": "x"}}\n```', names)

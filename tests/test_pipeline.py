@@ -126,7 +126,7 @@ def test_killed_run_resumes_to_the_same_report(tmp_path):
     assert done.returncode == 0, done.stderr
 
     workspace = tmp_path / "killed"
-    kill_when(args, workspace, lambda f: f.get("intellagent/user-agent", 0) >= 5,
+    kill_when(args, workspace, lambda f: f.get("intellagent/policy-user", 0) >= 5,
               dict(os.environ, PYTHONHASHSEED="2"))
     partial = _finished(workspace)
     assert partial.get("intellagent/policy-critic", 0) < 60
@@ -158,7 +158,7 @@ def test_swapping_a_step_is_one_line_of_yaml(runner, tmp_path):
     ("with: {events: 30, complexity: [2, 11]}", "with: {events: 30, complexity: [2, 11], colour: red}",
      "steps.specs.with: unknown key 'colour' (options of intellagent/weighted-walk)"),
     ("{use: openai-tools}", "{use: telepathy}", "agent.use: no agent named 'telepathy'"),
-    ("report: [html, json, csv]", "report: [html, pdf]", "report[1].use: no stage named 'pdf'"),
+    ("report: [html, json, csv]", "report: [html, pdf]", "report[1].use: no reporter named 'pdf'"),
     ("report: [html, json, csv]", "report: [html, weighted-walk]",
      "report[1].use: 'weighted-walk' is a sampler, not a reporter"),
     ("verdicts: {use: policy-critic, each: dialogs, from: events}", "verdicts: {use: policy-critic, each: dialogs}",
@@ -293,7 +293,7 @@ def test_until_stops_after_a_step_and_the_rest_builds_on_it(runner, tmp_path):
     events = run_cli(runner, "airline", "--events", "8", "--until", "events", *ws)
     assert events.exit_code == 0, events.output
     assert "stopped after step events" in events.stdout and "events: 8 items" in events.stdout
-    assert "intellagent/user-agent" not in _finished(tmp_path)
+    assert "intellagent/policy-user" not in _finished(tmp_path)
     assert not list(tmp_path.glob("runs/*/report.html"))
 
     calls_before = len(_calls(tmp_path))

@@ -69,6 +69,9 @@ def test_every_registration_hook_reaches_its_kind(tmp_path):
     class FakeStage:
         kind, name = "sampler", "coin-flip"
 
+    class FakeReporter:
+        name = "pdf"
+
     import click
 
     plugin = make_plugin(
@@ -83,12 +86,13 @@ def test_every_registration_hook_reaches_its_kind(tmp_path):
         register_pipelines=lambda register: register("flow", tmp_path / "flow.yaml"),
         register_metrics=lambda register: register("score-sum", object),
         register_views=lambda register: register("card", object),
+        register_reporters=lambda register: register(FakeReporter),
     )
     registry = load_registry(entry_points=False, plugins=[plugin])
     expected = {"environment": "acme/e", "stage": "acme/coin-flip", "agent": "acme/echo",
                 "llm-provider": "acme/fake", "executor": "acme/serial", "env-template": "acme/t",
                 "command": "acme/hello", "pipeline": "acme/flow", "metric": "acme/score-sum",
-                "view": "acme/card"}
+                "view": "acme/card", "reporter": "acme/pdf"}
     assert set(expected) == set(KINDS)
     for kind, name in expected.items():
         assert registry.names(kind) == [name]

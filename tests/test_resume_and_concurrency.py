@@ -45,7 +45,7 @@ def totals(cost_rows: list[dict]) -> tuple[int, float]:
 
 def finished(workspace: Path) -> int:
     with sqlite3.connect(workspace / "intellagent.db") as conn:
-        return conn.execute("SELECT COUNT(*) FROM items WHERE step = 'intellagent/user-agent'").fetchone()[0]
+        return conn.execute("SELECT COUNT(*) FROM items WHERE step = 'intellagent/policy-user'").fetchone()[0]
 
 
 def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):

@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field
 from intellagent import hookimpl
 from intellagent.metrics import Column, Metric, MetricResult
 from intellagent.model import StrictModel
-from intellagent.steps import Critic, Extractor, Generator, Output, Sampler, Score, Simulator
+from intellagent.steps import (PASS_FAIL, Critic, Extractor, Generator, Output, Sampler, Score, ScoreSpec,
+                               Simulator)
 
 DELAY = float(os.environ.get("THIRDPARTY_DELAY", "0"))
 
@@ -152,6 +153,9 @@ class Replay(Simulator):
     name = "replay"
     inputs = {"call": Call, "conversation": Conversation}
     output = CallResult
+    statuses = PASS_FAIL
+    scores = {"call": ScoreSpec(statuses=PASS_FAIL, labels=["tool", "conversation"]),
+              **{n: ScoreSpec(value=True) for n in ("matches", "predictions", "truth")}}
 
     def run(self, ctx, call, conversation):
         log(ctx)
@@ -328,7 +332,10 @@ def test_kill_and_resume_redoes_no_finished_item(package, tmp_path):
 
     ws = tmp_path / "ws"
     log = tmp_path / "computed.log"
-    argv, env = command(package, "run", "airline", "--pipeline", "thirdparty/flow", workspace=ws,
+    # one item at a time (the executor does not change what is made): the run takes seconds, so a
+    # loaded machine cannot let it finish between two looks at the store
+    argv, env = command(package, "run", "airline", "--pipeline", "thirdparty/flow",
+                        "--executor", "local", "--set", "executor.with.items_in_flight=1", workspace=ws,
                         log=log, delay=0.15)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120

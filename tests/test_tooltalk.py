@@ -456,12 +456,17 @@ def test_both_pipelines_count_an_agent_error_as_a_failed_conversation(pipeline):
     from intellagent.plan import load_plan
     from intellagent.steps import Score
 
-    class Scores:
+    plan = load_plan(pipeline, load_registry())
+
+    class Scores:  # the run's data as a metric reads it: the plan (its steps' declarations) and scores
+        def __init__(self):
+            self.plan = plan
+
         def scores(self, name=None, step=None):
             for status in ("pass", "fail", "agent-error"):
                 yield None, Score(name="conversation", status=status, labels={"set": "s"})
 
-    (row,) = load_plan(pipeline, load_registry()).metrics["success"].compute(Scores()).rows
+    (row,) = plan.metrics["success"].compute(Scores()).rows
     assert (row["rate"]["passed"], row["rate"]["n"]) == (1, 3) and not row["other"]
 
 

@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from intellagent.cli import cli
-from intellagent.conversation import Dialog, Turn
 from intellagent.environment import Row, load_environment
 from intellagent.llm import LLM
 from intellagent.pipeline import LLMSettings, ModelSettings
@@ -23,7 +22,8 @@ from intellagent_plugins.agents.agents import PythonAgent, PythonConfig
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
                                                        PolicyJudgement)
 from intellagent_plugins.intellagent.critic import Config as CriticConfig, PolicyCritic, decide
-from intellagent_plugins.intellagent.simulator import Config as SimConfig, UserAgentSimulator
+from intellagent_plugins.dialogue.dialog import Dialog, Turn
+from intellagent_plugins.intellagent.simulator import Config as SimConfig, PolicyUser
 from intellagent_plugins.providers.mock import FunctionModel
 from tests.conftest import REPO
 
@@ -35,7 +35,7 @@ POLICIES = [EventPolicy(id="P2", text="Verify the user id before any change.", c
 
 def event(**extra) -> Event:
     spec = EventSpec(id="E0001", policies=["P2", "P5"], target_complexity=7, complexity=7)
-    return Event(id="E0001", spec=spec, scenario="You want a refund for a trip you took.",
+    return Event(id="E0001", spec=spec, brief="You want a refund for a trip you took.",
                  user_knowledge="Your user id is rosa_ortega_8512.", policies=POLICIES, **extra)
 
 
@@ -160,8 +160,8 @@ def simulate(reply, agent_fn="tests.test_verdicts:polite_agent", **config):
               providers={"test/fn": model})
     env = load_environment(REPO / "environments" / "airline")
     agent = PythonAgent(PythonConfig(callable=agent_fn), None)
-    return asyncio.run(run_step(UserAgentSimulator(SimConfig(**config)), env, llm=llm,
-                                agent=lambda gt: agent, event=event())), model.history
+    return asyncio.run(run_step(PolicyUser(SimConfig(**config)), env, llm=llm,
+                                agent=lambda gt: agent, scenario=event())), model.history
 
 
 def polite_agent(messages, tools):

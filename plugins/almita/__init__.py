@@ -8,6 +8,8 @@ from pathlib import Path
 from intellagent import hookimpl
 
 HERE = Path(__file__).parent
+INTELLAGENT_NAMESPACE = "almita"
+BUILDS_ON = ()  # the engine only
 
 
 @hookimpl
@@ -20,33 +22,33 @@ def register_stages(register):
 
     for step in (AlmitaIntents, AlmitaProcedures, AlmitaApis, AlmitaFlowgraph, AlmitaConversationGraph,
                  AlmitaNoise, AlmitaPaths, AlmitaConversation, AlmitaTests, AlmitaRunner, AlmitaCritic):
-        register(step)
+        register(step, aliases=[f"almita-{step.name}"])
 
 
 @hookimpl
 def register_pipelines(register):
-    register("almita", HERE / "pipeline.yaml")
+    register("almita", HERE / "pipeline.yaml", aliases=["intellagent/almita"])
 
 
 @hookimpl
 def register_metrics(register):
     from intellagent_plugins.almita.metrics import AlmitaFunnel, AlmitaMetrics
 
-    register("almita-metrics", AlmitaMetrics)
-    register("almita-funnel", AlmitaFunnel)
+    register("metrics", AlmitaMetrics, aliases=["almita-metrics"])
+    register("funnel", AlmitaFunnel, aliases=["almita-funnel"])
 
 
 @hookimpl
 def register_views(register):
     from intellagent_plugins.almita import views
 
-    for name, view in (("almita-procedure", views.ProcedureView), ("almita-flowgraph", views.FlowgraphView),
-                       ("almita-graph", views.ConversationGraphView),
-                       ("almita-conversation", views.ConversationView), ("almita-test", views.TestCaseView),
-                       ("almita-prediction", views.PredictionView), ("almita-verdict", views.VerdictView)):
+    for name, view in (("procedure", views.ProcedureView), ("flowgraph", views.FlowgraphView),
+                       ("graph", views.ConversationGraphView),
+                       ("conversation", views.ConversationView), ("test", views.TestCaseView),
+                       ("prediction", views.PredictionView), ("verdict", views.VerdictView)):
         register(name, view)
 
 
 @hookimpl
 def register_environments(register):
-    register("almita", HERE / "environment")
+    register("almita", HERE / "environment", aliases=["intellagent/almita"])

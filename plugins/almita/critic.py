@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
-from intellagent.steps import Critic, Output, Score
+from intellagent.steps import PASS_FAIL, Critic, Output, Score, ScoreSpec
 from intellagent_plugins.almita.artefacts import Prediction, TestCase, TestVerdict
 from intellagent_plugins.almita.similarity import scorer, source_of
 
@@ -116,7 +116,10 @@ class AlmitaCritic(Critic):
     """Each test's flags; its score (pass/fail, labelled with intent and conversation) feeds
     the ``almita-metrics`` metric."""
 
-    name = "almita-critic"
+    name = "critic"
+    statuses = PASS_FAIL
+    scores = {"almita-test": ScoreSpec(statuses=PASS_FAIL, value=True,
+                                       labels=["intent", "conversation", "expected"])}
     Config = CriticConfig
     inputs = {"test": TestCase, "prediction": Prediction}
     output = TestVerdict

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Extractor, Output, Score
+from intellagent.steps import Extractor, Output, Score, ScoreSpec, Statuses
 from intellagent_plugins.almita.apis import ApiList, api_from_draft, check_apis
 from intellagent_plugins.almita.artefacts import (Api, CheckedProcedure, ConversationGraph,
                                                   ConversationNode, FlowNode, Flowgraph, GraphEdge,
@@ -25,6 +25,11 @@ from intellagent_plugins.almita.rules import check_conversation_graph, check_flo
 from intellagent_plugins.almita.sources import files_digest, read_intents, read_procedures, slug
 
 GENERATOR_ROLE = {"generator": "writes ALMITA's intents, procedures, APIs, graphs and conversations"}
+
+#: What the funnel records of each generated artefact.
+FILTER = ScoreSpec(statuses=Statuses(passed=["kept"], failed=["rejected"]), labels=["stage", "rule"],
+                   description="kept, or removed by a rule")
+FILTERED = Statuses(passed=["ok"], other=["rejected"])
 
 
 def filtered(value: Any, stage: str, broken: list[Rejection]) -> Output:
@@ -89,7 +94,7 @@ class AlmitaIntents(Extractor):
     """The intents to test: read from ``intents_file``, from a folder of procedures (with their
     procedures), or generated for the domain."""
 
-    name = "almita-intents"
+    name = "intents"
     Config = IntentsConfig
     output = list[Intent]
     roles = GENERATOR_ROLE
@@ -152,7 +157,7 @@ class ProceduresConfig(StrictModel):
 class AlmitaProcedures(Extractor):
     """An intent's procedures: the given ones, or ``per_intent`` written by the model."""
 
-    name = "almita-procedures"
+    name = "procedures"
     Config = ProceduresConfig
     inputs = {"intent": Intent}
     output = list[Procedure]
@@ -191,7 +196,9 @@ class AlmitaApis(Extractor):
     """The APIs a procedure needs (given with it, or extracted by the model), checked: a
     procedure whose APIs are not valid definitions is rejected with the rule."""
 
-    name = "almita-apis"
+    name = "apis"
+    statuses = FILTERED
+    scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"procedure": Procedure}
     output = CheckedProcedure
@@ -232,7 +239,9 @@ class FlowgraphDraft(BaseModel):
 class AlmitaFlowgraph(Extractor):
     """The procedure as a flowgraph, checked against the flowgraph rules."""
 
-    name = "almita-flowgraph"
+    name = "flowgraph"
+    statuses = FILTERED
+    scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"checked": CheckedProcedure}
     output = Flowgraph
@@ -277,7 +286,9 @@ class AlmitaConversationGraph(Extractor):
     """The flowgraph as a conversation graph (one-shot prompted), checked against the
     conversation-graph rules."""
 
-    name = "almita-conversation-graph"
+    name = "conversation-graph"
+    statuses = FILTERED
+    scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"flowgraph": Flowgraph}
     output = ConversationGraph
@@ -334,7 +345,7 @@ class AlmitaNoise(Extractor):
     something outside the procedure (off-topic, or an attack) and the agent declines and returns
     to the issue; the original branches stay."""
 
-    name = "almita-noise"
+    name = "noise"
     Config = NoiseConfig
     inputs = {"graph": ConversationGraph}
     output = ConversationGraph

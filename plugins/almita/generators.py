@@ -14,7 +14,7 @@ from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.almita.artefacts import (Action, Conversation, ConversationGraph,
                                                   ConversationPath, Message, PathStep, Rejection, TestCase)
-from intellagent_plugins.almita.extractors import GENERATOR_ROLE, PromptsOnly, filtered, infra
+from intellagent_plugins.almita.extractors import FILTER, FILTERED, GENERATOR_ROLE, PromptsOnly, filtered, infra
 from intellagent_plugins.almita.prompts import Prompts
 from intellagent_plugins.almita.rules import build_graph, placeholder
 from intellagent_plugins.almita.sampling import inverse_visit_paths, uniform_paths
@@ -34,7 +34,7 @@ class PathsConfig(StrictModel):
 class AlmitaPaths(Sampler):
     """Different root-to-leaf paths of a conversation graph, for conversations to follow."""
 
-    name = "almita-paths"
+    name = "paths"
     version = "2"  # a child drawn first, then one of its edges
     Config = PathsConfig
     inputs = {"graph": ConversationGraph}
@@ -140,7 +140,9 @@ class AlmitaConversation(Generator):
     """A conversation written along one path, with concrete values for the API arguments and
     outputs; rejected when it leaves the path or its arguments do not fit the API."""
 
-    name = "almita-conversation"
+    name = "conversation"
+    statuses = FILTERED
+    scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"path": ConversationPath}
     output = Conversation
@@ -207,7 +209,7 @@ def cut_tests(conversation: Conversation) -> list[TestCase]:
 class AlmitaTests(Generator):
     """The tests of one conversation: cut after each user message and each API output."""
 
-    name = "almita-tests"
+    name = "tests"
     version = "2"  # tests carry their conversation's number of tests
     inputs = {"conversation": Conversation}
     output = list[TestCase]

@@ -101,7 +101,7 @@ class SevenConfig(StrictModel):
 class AlmitaMetrics(Metric):
     """The seven metrics, overall and per intent."""
 
-    name = "almita-metrics"
+    name = "metrics"
     Config = SevenConfig
 
     def check(self, plan: Any) -> str | None:
@@ -178,7 +178,7 @@ class AlmitaFunnel(Metric):
     """Per stage: how many items the step had, how many each rule removed, how many ended
     otherwise (infra errors, agent errors), and how many went on."""
 
-    name = "almita-funnel"
+    name = "funnel"
     Config = FunnelConfig
 
     def check(self, plan: Any) -> str | None:

@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from intellagent.model import StrictModel
-from intellagent.steps import Output, Simulator
+from intellagent.steps import Output, Simulator, Statuses
 from intellagent_plugins.almita.artefacts import Action, CheckedProcedure, Prediction, TestCase
 
 
@@ -34,7 +34,8 @@ def system_prompt(env_prompt: str, checked: CheckedProcedure, how: str) -> str:
 class AlmitaRunner(Simulator):
     """The agent's next action for one test (recorded, never executed)."""
 
-    name = "almita-runner"
+    name = "runner"
+    statuses = Statuses(passed=["ok"], failed=["agent-error"])
     Config = RunnerConfig
     inputs = {"test": TestCase, "procedure": CheckedProcedure}
     output = Prediction

@@ -9,7 +9,8 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, Field
 
-from intellagent.conversation import Dialog
+from intellagent_plugins.dialogue.dialog import Dialog
+from intellagent_plugins.tau_bench.artefacts import TaskEvent, TaskSpec, TauTask
 
 Stage = Literal["format", "execution", "policy", "committee", "conflict"]
 METRICS = ("correctness", "completeness", "satisfaction", "creativity")
@@ -164,6 +165,23 @@ class Pair(BaseModel):
     user_id: str
     first: BlueprintResult
     second: BlueprintResult
+
+
+class BlueprintTask(TauTask):
+    """A τ-bench task made from an accepted blueprint: which one, and whether it joins two."""
+
+    blueprint: str
+    kind: Literal["single", "combined"] = "single"
+    persona: str = ""
+
+
+class BlueprintTaskSpec(TaskSpec):
+    task: BlueprintTask
+
+
+class BlueprintTaskEvent(TaskEvent):
+    blueprint: str
+    kind: Literal["single", "combined"] = "single"
 
 
 class Trajectory(Dialog):

@@ -6,11 +6,12 @@ A dialog the agent crashed in is ``agent-error`` (the τ-bench critic's rule), n
 
 from __future__ import annotations
 
-from intellagent.steps import Output, Score
-from intellagent_plugins.intellagent.artefacts import Verdict
-from intellagent_plugins.tau_bench.steps import TaskEvent, TauState
+from typing import Any
 
-from intellagent_plugins.apigen_mt.artefacts import Trajectory
+from intellagent.steps import Output, Score, ScoreSpec
+from intellagent_plugins.dialogue.state import StateCheck, StateVerdict
+
+from intellagent_plugins.apigen_mt.artefacts import BlueprintTaskEvent, Trajectory
 
 
 def user_turns(dialog: Trajectory) -> int:
@@ -23,19 +24,28 @@ def exportable(dialog: Trajectory) -> bool:
     return bool(dialog.messages) and dialog.messages[-1].get("role") == "assistant"
 
 
-class TrajectoryState(TauState):
+class TrajectoryState(StateCheck):
     name = "trajectory-state"
-    inputs = {"event": TaskEvent, "dialog": Trajectory}
-    output = Verdict
+    inputs = {"scenario": BlueprintTaskEvent, "dialog": Trajectory}
+    output = StateVerdict
+    score_name = "task"
+    score_labels = ("task", "trial", "blueprint", "kind", "signature", "turns", "exportable")
 
-    def run(self, ctx, event: TaskEvent, dialog: Trajectory) -> Output[Verdict]:
-        out = super().run(ctx, event, dialog)
-        task = event.task
+    @property
+    def scores(self) -> dict[str, ScoreSpec]:  # type: ignore[override]
+        return {**super().scores, "turns": ScoreSpec(value=True, labels=["kind", "outcome"],
+                                                     description="user turns of the trajectory")}
+
+    def labels(self, scenario: BlueprintTaskEvent) -> dict[str, Any]:
+        return {"task": scenario.index, "trial": scenario.trial, "blueprint": scenario.blueprint,
+                "kind": scenario.kind}
+
+    def run(self, ctx, scenario: BlueprintTaskEvent, dialog: Trajectory) -> Output[StateVerdict]:
+        out = super().run(ctx, scenario, dialog)
         turns = user_turns(dialog)
         for score in out.scores:
-            score.labels |= {"blueprint": task.get("blueprint"), "kind": task.get("kind"),
-                             "signature": dialog.signature(), "turns": turns,
+            score.labels |= {"signature": dialog.signature(), "turns": turns,
                              "exportable": exportable(dialog)}
-        out.scores.append(Score(name="turns", value=turns, labels={"kind": task.get("kind"),
+        out.scores.append(Score(name="turns", value=turns, labels={"kind": scenario.kind,
                                                                    "outcome": out.status}))
         return out

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from intellagent_plugins.reporters.writers import Reporter
+from intellagent.report import Reporter
 
 from intellagent_plugins.apigen_mt.artefacts import Trajectory
 from intellagent_plugins.apigen_mt.critic import TrajectoryState, exportable
@@ -43,7 +43,7 @@ def _step(plan, test) -> str | None:
 
 
 class ApigenExport(Reporter):
-    name = "apigen-export"
+    name = "export"
 
     def write(self, report, data, folder: Path, views) -> Path:
         out = folder / "apigen"
@@ -55,8 +55,7 @@ class ApigenExport(Reporter):
         tasks: dict[int, dict[str, Any]] = {}
         if tasks_step is not None:
             for spec in data.value(tasks_step) or []:
-                task = {k: v for k, v in spec.task.items() if k != "trial"}
-                tasks.setdefault(task["index"], task)
+                tasks.setdefault(spec.task.index, spec.task.as_entry())
         (out / "tasks.json").write_text(json.dumps(list(tasks.values()), indent=1, ensure_ascii=False),
                                         encoding="utf-8")
         passed = {i.item for i in data.items(verdicts_step) if i.status == "pass"} if verdicts_step else set()

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Generator, Output, Score
+from intellagent.steps import PASS_FAIL, Generator, Output, Score, ScoreSpec, Statuses
 
 from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Review)
@@ -120,6 +120,18 @@ class ReviewedGenerator(Generator):
     Config = BlueprintConfig
     output = BlueprintResult
     score: ClassVar[str]
+    statuses = PASS_FAIL
+
+    @property
+    def scores(self) -> dict[str, ScoreSpec]:  # type: ignore[override]
+        out = {self.score: ScoreSpec(statuses=PASS_FAIL, value=True, labels=["kind", "stage", "rounds"],
+                                     description="accepted (pass) or rejected; the value counts its rounds"),
+               "rejection": ScoreSpec(statuses=Statuses(other=["rejected"]),
+                                      labels=["kind", "stage", "round", "reason"],
+                                      description="one per rejected version")}
+        if self.score == "blueprint":
+            out["blueprint-first"] = ScoreSpec(statuses=PASS_FAIL, description="accepted at the first try")
+        return out
 
     def __init__(self, config: BlueprintConfig) -> None:
         super().__init__(config)

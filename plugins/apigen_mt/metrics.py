@@ -15,7 +15,7 @@ class AcceptanceMetric(Metric):
     """Share of blueprints accepted at their first version (no feedback loop) and after
     revision (with it), and the gain."""
 
-    name = "apigen-acceptance"
+    name = "acceptance"
 
     def compute(self, data: Any) -> MetricResult:
         first = [s.status == "pass" for _, s in data.scores("blueprint-first")]
@@ -40,7 +40,7 @@ class FunnelMetric(Metric):
     successful trials → tasks solved → unique successful trajectories → those kept for export
     (ending with the agent's reply)."""
 
-    name = "apigen-funnel"
+    name = "funnel"
 
     def compute(self, data: Any) -> MetricResult:
         blue = [s for _, s in data.scores("blueprint")]
@@ -82,7 +82,7 @@ class TaskOutcomesMetric(Metric):
     """One row per task: where it came from, its trials and passes, the unique successful
     trajectories kept and the mean number of user turns."""
 
-    name = "apigen-tasks"
+    name = "tasks"
 
     def compute(self, data: Any) -> MetricResult:
         tasks: dict[Any, dict[str, Any]] = {}

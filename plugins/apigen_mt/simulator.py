@@ -1,6 +1,6 @@
 """``best-of-n-user``: the simulated human of phase 2, with self-critique.
 
-IntellAgent's ``user-agent`` loop (the τ-bench ``task-user`` persona: it knows only its
+The dialogue kit's ``user-agent`` loop (the ``task-user`` persona: it knows only its
 instruction and reveals it turn by turn), except that each user turn is sampled ``candidates``
 times and a judge (role ``user-judge``) picks the candidate that stays closest to the
 instruction: no invented facts, not the whole intent at once, not led by the agent into
@@ -11,22 +11,19 @@ tools, for training export.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.conversation import LiveSession
 from intellagent.llm.types import Outcome, Status
-from intellagent_plugins.intellagent.simulator import Config as UserConfig
-from intellagent_plugins.intellagent.simulator import UserAgentSimulator, UserTurn
+from intellagent.session import LiveSession
+from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig, UserTurn
 
 from intellagent_plugins.apigen_mt.artefacts import Trajectory
 from intellagent_plugins.apigen_mt.prompts import prompts
 
 
 class BestOfNConfig(UserConfig):
-    persona: Literal["policy-tester", "task-user"] = "task-user"
-    stop_check: bool = False
     final_hash: bool = Field(default=True, description="Record the final database's state hash on "
                              "the trajectory (the state check of phase 2 compares it).")
     max_turns: int = Field(default=20, ge=1, description="User messages at most.")
@@ -47,11 +44,11 @@ class Choice(BaseModel):
     reason: str = ""
 
 
-class BestOfNUser(UserAgentSimulator):
+class BestOfNUser(UserAgent):
     name = "best-of-n-user"
     Config = BestOfNConfig
     output = Trajectory
-    roles = {**UserAgentSimulator.roles,
+    roles = {**UserAgent.roles,
              "user-judge": "picks the simulated user's reply that keeps closest to the instruction"}
 
     def __init__(self, config: BestOfNConfig) -> None:
@@ -84,7 +81,7 @@ class BestOfNUser(UserAgentSimulator):
         conversation = [{"speaker": "customer", "text": _said(m["content"])} if m["role"] == "assistant"
                         else {"speaker": "agent", "text": m["content"]} for m in view[2:]]
         choice = await ctx.llm.structured([{"role": "user", "content": self.judge_texts.render(
-            "user_judge.md", instruction=event.scenario, knowledge=event.user_knowledge,
+            "user_judge.md", instruction=event.brief, knowledge=event.user_knowledge,
             conversation=conversation, candidates=[o.value for o in unique])}], Choice, role="user-judge")
         if not choice.ok:
             return Outcome(status=choice.status if choice.status is not Status.ok else Status.infra_error,

@@ -5,29 +5,28 @@ state critic take it from there."""
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from pydantic import Field
 
 from intellagent.model import StrictModel
-from intellagent.steps import Sampler
-from intellagent_plugins.tau_bench.steps import TaskSpec
+from intellagent.steps import Generator, Sampler
+from intellagent_plugins.dialogue.scenario import Action
 
-from intellagent_plugins.apigen_mt.artefacts import BlueprintResult
+from intellagent_plugins.apigen_mt.artefacts import (BlueprintResult, BlueprintTask, BlueprintTaskEvent,
+                                                     BlueprintTaskSpec)
 
 
-def as_task(index: int, result: BlueprintResult) -> dict[str, Any]:
-    """A τ-bench task (index, user_id, instruction, actions with kwargs, outputs) and where it
-    came from."""
+def as_task(index: int, result: BlueprintResult) -> BlueprintTask:
+    """An accepted blueprint as a τ-bench task, with the blueprint it came from."""
     b = result.blueprint
     assert b is not None
-    return {"index": index, "user_id": b.user_id, "instruction": b.instruction,
-            "actions": [{"name": a.name, "kwargs": a.arguments} for a in b.actions],
-            "outputs": list(b.outputs), "blueprint": result.id, "kind": result.kind,
-            "persona": b.persona}
+    return BlueprintTask(index=index, user_id=b.user_id, instruction=b.instruction,
+                         actions=[Action(name=a.name, arguments=a.arguments) for a in b.actions],
+                         outputs=list(b.outputs), blueprint=result.id, kind=result.kind,
+                         persona=b.persona)
 
 
-def accepted_tasks(blueprints: list[BlueprintResult], combined: list[BlueprintResult] | None) -> list[dict]:
+def accepted_tasks(blueprints: list[BlueprintResult],
+                   combined: list[BlueprintResult] | None) -> list[BlueprintTask]:
     """The accepted blueprints, singles then combined, each distinct task once (the same user
     and the same actions make the same task, whatever the instruction's wording)."""
     chosen = sorted((b for b in blueprints if b.status == "accepted"), key=lambda b: b.id)
@@ -49,12 +48,24 @@ class TasksConfig(StrictModel):
 class ApigenTasks(Sampler):
     """Every accepted blueprint as a task, × trials."""
 
-    name = "apigen-tasks"
+    name = "tasks"
     Config = TasksConfig
     inputs = {"blueprints": list[BlueprintResult], "combined": list[BlueprintResult] | None}
-    output = list[TaskSpec]
+    output = list[BlueprintTaskSpec]
 
     def run(self, ctx, blueprints: list[BlueprintResult],
-            combined: list[BlueprintResult] | None = None) -> list[TaskSpec]:
+            combined: list[BlueprintResult] | None = None) -> list[BlueprintTaskSpec]:
         return [spec for task in accepted_tasks(blueprints, combined)
-                for spec in TaskSpec.trials_of(task, self.config.trials)]
+                for spec in BlueprintTaskSpec.trials_of(task, self.config.trials)]
+
+
+class BlueprintTaskEvents(Generator):
+    """A blueprint task as the dialogue kit's scenario (τ-bench's task event, with the
+    blueprint it came from)."""
+
+    name = "task-events"
+    inputs = {"spec": BlueprintTaskSpec}
+    output = BlueprintTaskEvent
+
+    def run(self, ctx, spec: BlueprintTaskSpec) -> BlueprintTaskEvent:
+        return BlueprintTaskEvent.of(spec, blueprint=spec.task.blueprint, kind=spec.task.kind)

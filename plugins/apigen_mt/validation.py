@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from intellagent.environment import Trace, run_actions, run_checks
 
 from intellagent_plugins.apigen_mt.artefacts import Blueprint, Call, Problem
-from intellagent_plugins.tau_bench.steps import missing_outputs
+from intellagent_plugins.dialogue.state import missing_outputs
 
 
 class DraftAction(BaseModel):

@@ -7,6 +7,7 @@ from pathlib import Path
 from intellagent import hookimpl
 
 HERE = Path(__file__).parent
+BUILDS_ON = ()  # the engine and the shared kits only
 
 
 @hookimpl
@@ -15,10 +16,10 @@ def register_stages(register):
     from intellagent_plugins.intellagent.extractor import PolicyGraphExtractor
     from intellagent_plugins.intellagent.generator import SymbolicEvents
     from intellagent_plugins.intellagent.sampler import MaxWalk, UniformWalk, WeightedWalk
-    from intellagent_plugins.intellagent.simulator import UserAgentSimulator
+    from intellagent_plugins.intellagent.simulator import PolicyUser
 
     for step in (PolicyGraphExtractor, WeightedWalk, UniformWalk, MaxWalk, SymbolicEvents,
-                 UserAgentSimulator, PolicyCritic):
+                 PolicyUser, PolicyCritic):
         register(step)
 
 
@@ -37,10 +38,9 @@ def register_metrics(register):
 
 @hookimpl
 def register_views(register):
-    from intellagent_plugins.intellagent.views import DialogView, EventView, VerdictView
+    from intellagent_plugins.intellagent.views import EventView, VerdictView
 
     register("event", EventView)
-    register("dialog", DialogView)
     register("verdict", VerdictView)
 
 

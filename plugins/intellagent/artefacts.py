@@ -1,5 +1,5 @@
-"""The IntellAgent pipeline's artefacts: policies and their graph, event specs, events, verdicts.
-Dialogs are the engine's shared conversation type (:class:`intellagent.conversation.Dialog`)."""
+"""The IntellAgent pipeline's artefacts: policies and their graph, event specs, events (the
+dialogue kit's scenarios with the policies under test), reviewed dialogs, verdicts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, Field
 
-from intellagent.environment import Row
+from intellagent_plugins.dialogue.dialog import Dialog
+from intellagent_plugins.dialogue.scenario import Scenario
 
 CATEGORIES = (
     "authentication/access control", "data privacy", "legal/compliance", "payment/financial",
@@ -77,8 +78,6 @@ class EventSpec(BaseModel):
     target_complexity: int
     complexity: int
     teleports: int = Field(default=0, description="Jumps made because the walk hit a dead end.")
-    task: dict[str, Any] | None = Field(default=None, description="The ground-truth task, for "
-                                        "samplers that read tasks instead of walking the graph.")
 
 
 class Symbol(BaseModel):
@@ -124,25 +123,28 @@ class Expectation(BaseModel):
         return f"{where} {'is unchanged' if self.kind == 'row-unchanged' else 'is removed'}"
 
 
-class Event(BaseModel):
-    """A scenario with its expected behaviour and its own initial database: the environment's
-    seed rows (background data, so lookups can go wrong) plus ``rows``."""
+class Event(Scenario):
+    """A scenario with the policies it puts to the test and the behaviour expected for each, and
+    its own initial database: the environment's seed rows (background data, so lookups can go
+    wrong) plus ``rows``."""
 
-    id: str
     spec: EventSpec
     status: Literal["ok", "invalid", "infra-error"] = "ok"
     error: str | None = None
-    scenario: str = ""
-    user_knowledge: str = Field(default="", description="Facts the simulated user may state.")
     policies: list[EventPolicy] = Field(default_factory=list, description="The policies under "
                                         "test and the behaviour expected for each.")
     symbols: list[Symbol] = Field(default_factory=list)
-    rows: list[Row] = Field(default_factory=list)
     end_state: list[Expectation] = Field(default_factory=list, description="What a correct agent "
                                          "leaves in the database; checked on the dialog's diff.")
     repairs: int = 0
-    task: dict[str, Any] | None = Field(default=None, description="A ground-truth task the event "
-                                        "replays (τ-bench: index, trial, actions, outputs).")
+
+
+class ReviewedDialog(Dialog):
+    """A dialog whose user's stops a reviewer checked (``policy-user``)."""
+
+    feedback_rounds: int = Field(default=0, description="Times the reviewer sent the user back.")
+    stop_disputed: bool = Field(default=False, description="The reviewer still disagreed with the "
+                                                           "user's stop after the last feedback.")
 
 
 class Violation(BaseModel):

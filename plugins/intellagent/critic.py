@@ -26,16 +26,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.conversation import Dialog
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Critic, Output, Score
+from intellagent.steps import PASS_FAIL, Critic, Output, Score, ScoreSpec, Statuses
+from intellagent_plugins.dialogue.dialog import Dialog
+from intellagent_plugins.dialogue.transcript import transcript
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, PolicyJudgement, StateCheck,
                                                        Verdict, Violation)
 from intellagent_plugins.intellagent.keyed import keyed_model
 from intellagent_plugins.intellagent.prompts import Prompts
 from intellagent_plugins.intellagent.state import check_state
-from intellagent_plugins.intellagent.transcript import transcript
 
 PROMPTS = ("judge.system.md", "judge.md")
 
@@ -65,6 +65,10 @@ def _judgement_fields(findings: type[BaseModel]) -> dict[str, Any]:
                                                   "agent would complete it?")),
             "completion_reason": (str, Field(default=""))}
 
+
+#: An event's statuses: an agent crash counts against the agent; a dialog whose policies never
+#: came up, or whose simulated user kept stopping for a wrong reason, counts for nothing.
+EVENT = Statuses(passed=["pass"], failed=["fail", "agent-error"], other=["not-exercised", "simulator-error"])
 
 USER_DECIDES = {"success": "pass", "failure": "fail", "give-up": "fail"}
 
@@ -111,6 +115,14 @@ class PolicyCritic(Critic):
     the expected end state against the database diff."""
 
     name = "policy-critic"
+    statuses = EVENT
+    scores = {"event": ScoreSpec(statuses=EVENT, labels=["complexity", "tested", "stop"],
+                                 description="how the event went"),
+              "policy": ScoreSpec(statuses=Statuses(passed=["pass"], failed=["fail"], other=["not-exercised"]),
+                                  labels=["policy", "category", "challenge"],
+                                  description="each policy under test: followed, violated, or never came up"),
+              "state": ScoreSpec(statuses=PASS_FAIL, labels=["complexity"],
+                                 description="the expected end state on the database diff")}
     Config = Config
     inputs = {"event": Event, "dialog": Dialog}
     output = Verdict
@@ -142,7 +154,7 @@ class PolicyCritic(Critic):
         base = {"id": event.id, "stop": dialog.stop_reason, "state": self._state(ctx, event, dialog)}
         if dialog.stop_reason == "agent-error":
             return Verdict(**base, status="agent-error", reason=f"the agent failed: {dialog.error}")
-        if dialog.stop_disputed:
+        if getattr(dialog, "stop_disputed", False):
             return Verdict(**base, status="simulator-error",
                            reason="the simulated user kept stopping for a wrong reason")
         outcome = await ctx.llm.structured([

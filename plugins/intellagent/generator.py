@@ -31,7 +31,7 @@ from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Generator, Output
+from intellagent.steps import Generator, Output, Statuses
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
                                                        ExpectationKind, PolicyGraph, Symbol)
 from intellagent_plugins.intellagent.keyed import keyed_model
@@ -128,6 +128,7 @@ class SymbolicEvents(Generator):
     """A scenario, expected behaviour and end state, and database rows for one sampled policy set."""
 
     name = "symbolic-events"
+    statuses = Statuses(passed=["ok"], other=["invalid"])
     Config = Config
     inputs = {"graph": PolicyGraph, "spec": EventSpec}
     output = Event
@@ -163,7 +164,7 @@ class SymbolicEvents(Generator):
         if not draft.ok:
             return Event(id=spec.id, spec=spec, status="infra-error", error=draft.error)
         d = draft.value
-        event = Event(id=spec.id, spec=spec, scenario=d.scenario, user_knowledge=d.user_knowledge,
+        event = Event(id=spec.id, spec=spec, brief=d.scenario, user_knowledge=d.user_knowledge,
                       policies=[p.model_copy(update={"expected": d.expected[p.id]}) for p in policies])
         if not tables:
             return event
@@ -198,7 +199,7 @@ class SymbolicEvents(Generator):
                 knowledge = _in_text(event.user_knowledge, by_symbol) + \
                     "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
                 return event.model_copy(update={
-                    "scenario": _in_text(event.scenario, by_symbol), "user_knowledge": knowledge,
+                    "brief": _in_text(event.brief, by_symbol), "user_knowledge": knowledge,
                     "symbols": symbols, "rows": rows, "repairs": attempt,
                     "end_state": self._end_state(end_state, symbols, db)})
             ask = ask + [{"role": "assistant", "content": outcome.value.model_dump_json()},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from intellagent.conversation import Dialog
+from intellagent_plugins.dialogue.dialog import Dialog
 from intellagent_plugins.intellagent.artefacts import Event, Expectation, ExpectationResult, StateCheck
 
 

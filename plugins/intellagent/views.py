@@ -1,4 +1,5 @@
-"""How reports show IntellAgent's artefacts: the event, the dialog as a transcript, the verdict."""
+"""How reports show IntellAgent's artefacts: the event and the verdict (dialogs are shown by the
+dialogue kit's view)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import html
 import json
 from typing import Any
 
-from intellagent.conversation import Dialog
 from intellagent_plugins.intellagent.artefacts import Event, Verdict
 
 
@@ -32,7 +32,7 @@ class EventView:
 
     @staticmethod
     def html(event: Event, item: Any = None) -> str:
-        parts = [f"<p><b>Scenario.</b> {_e(event.scenario)}</p>"]
+        parts = [f"<p><b>Scenario.</b> {_e(event.brief)}</p>"]
         if event.error:
             parts.append(f"<p class=other>{_e(event.error)}</p>")
         if event.policies:
@@ -45,28 +45,6 @@ class EventView:
         if event.rows:
             parts.append(f"<details><summary>The event's rows ({len(event.rows)})</summary><pre>"
                          f"{_e(_head([r.model_dump() for r in event.rows], 6000))}</pre></details>")
-        return "\n".join(parts)
-
-
-class DialogView:
-    artefact = Dialog
-
-    @staticmethod
-    def html(dialog: Dialog, item: Any = None) -> str:
-        parts = []
-        for turn in dialog.turns:
-            unsent = "" if turn.delivered else " <i class=muted>(closing message, never sent to the agent)</i>"
-            parts.append(f"<div class='turn {turn.role}'><b>{turn.role}</b>: {_e(turn.content or '')}{unsent}")
-            if turn.thought:
-                parts.append(f"<div class=thought>thought: {_e(turn.thought)}</div>")
-            for c in turn.tool_calls:
-                parts.append(f"<div class=tool>{_e(c.name)}({_e(c.arguments)}) → {_e(c.output[:1500])}</div>")
-            parts.append("</div>")
-        parts.append(f"<p>Stop: <b>{_e(dialog.stop_reason)}</b> {_e(dialog.stop_explanation)}"
-                     + (f" — {_e(dialog.error)}" if dialog.error else "") + "</p>")
-        if dialog.db_diff and dialog.db_diff.get("tables"):
-            parts.append(f"<p>Database changes:</p><pre>"
-                         f"{_e(json.dumps(dialog.db_diff, indent=1)[:6000])}</pre>")
         return "\n".join(parts)
 
 

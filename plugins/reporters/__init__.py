@@ -4,7 +4,7 @@ from intellagent import hookimpl
 
 
 @hookimpl
-def register_stages(register):
+def register_reporters(register):
     from intellagent_plugins.reporters.writers import CsvReporter, HtmlReporter, JsonReporter
 
     for reporter in (HtmlReporter, JsonReporter, CsvReporter):

@@ -22,24 +22,8 @@ from pydantic import Field
 
 from intellagent.metrics import Chart, Column, MetricResult
 from intellagent.model import StrictModel
-from intellagent.report import RunReport
+from intellagent.report import Reporter, RunReport
 from intellagent.results import RunData, RunItem
-from intellagent.steps import NoOptions
-
-
-class Reporter:
-    """Base class of reporters (registered with ``register_stages``, kind ``reporter``)."""
-
-    kind = "reporter"
-    name = ""
-    filename = ""
-    Config = NoOptions
-
-    def __init__(self, config: Any = None) -> None:
-        self.config = config
-
-    def write(self, report: RunReport, data: RunData, folder: Path, views: list[Any]) -> Path:
-        raise NotImplementedError
 
 
 class JsonReporter(Reporter):
@@ -101,6 +85,15 @@ details{border:1px solid #ddd;border-radius:4px;margin:.4rem 0;padding:.3rem .6r
 svg text{font:11px system-ui,sans-serif;fill:#333}details:target{outline:2px solid #3b82f6}
 nav{margin:.6rem 0}nav a{margin-right:1rem}
 """
+
+
+def most_specific_view(value: Any, views: list[Any]) -> Any:
+    """The view of the value's own type, else of its nearest base type (a trajectory is shown
+    by a trajectory view where there is one, else as a dialog), or None."""
+    by_type = {}
+    for view in views:
+        by_type.setdefault(view.artefact, view)
+    return next((by_type[t] for t in type(value).__mro__ if t in by_type), None)
 
 
 def _e(text: object) -> str:
@@ -410,8 +403,8 @@ class HtmlReporter(Reporter):
         if not item.payload or item.payload == "null":
             return ""
         value = data.decode(item.step, item.payload)
-        for view in views:
-            if isinstance(value, view.artefact):
-                return view.html(value, item)
+        view = most_specific_view(value, views)
+        if view is not None:
+            return view.html(value, item)
         text = json.dumps(json.loads(item.payload), indent=1, ensure_ascii=False)
         return f"<pre>{_e(text[:4000])}</pre>"

@@ -6,14 +6,17 @@ from pathlib import Path
 from intellagent import hookimpl
 
 HERE = Path(__file__).parent
+INTELLAGENT_NAMESPACE = "tau-bench"
+BUILDS_ON = ()  # plus the shared kits (dialogue)
 
 
 @hookimpl
 def register_stages(register):
     from intellagent_plugins.tau_bench.steps import TauState, TauTaskEvents, TauTasks
 
-    for step in (TauTasks, TauTaskEvents, TauState):
-        register(step)
+    register(TauTasks, aliases=["tau-tasks"])
+    register(TauTaskEvents, aliases=["tau-task-events"])
+    register(TauState, aliases=["tau-state"])
 
 
 @hookimpl
@@ -25,7 +28,7 @@ def register_pipelines(register):
 def register_agents(register):
     from intellagent_plugins.tau_bench.oracle import TauOracleAgent
 
-    register("tau-oracle", TauOracleAgent)
+    register("oracle", TauOracleAgent, aliases=["tau-oracle"])
 
 
 @hookimpl

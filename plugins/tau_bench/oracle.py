@@ -17,19 +17,20 @@ class TauOracleAgent(Agent):
 
     def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:
         super().__init__(config, ctx, ground_truth)
-        if not ground_truth or "actions" not in ground_truth:
-            raise ConfigError("tau-oracle needs events made from ground-truth tasks", item="agent")
+        if ground_truth is None:
+            raise ConfigError("tau-oracle needs scenarios with ground truth (events made from "
+                              "tasks)", item="agent")
         self.acted = False
 
     async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         if not self.acted:
             self.acted = True
-            calls = [ToolCall(id=f"oracle_{i}", name=a["name"], arguments=json.dumps(a["kwargs"]))
-                     for i, a in enumerate(self.ground_truth["actions"])]
+            calls = [ToolCall(id=f"oracle_{i}", name=a.name, arguments=json.dumps(a.arguments))
+                     for i, a in enumerate(self.ground_truth.actions)]
             if calls:
                 return AgentTurn(tool_calls=calls)
         if messages[-1]["role"] == "tool" or not any(m["role"] == "assistant" for m in messages[:-1]):
-            outputs = ", ".join(self.ground_truth.get("outputs") or [])
+            outputs = ", ".join(self.ground_truth.outputs)
             return AgentTurn(content=f"Done. {outputs}".strip())
         return AgentTurn(content="Is there anything else I can help with?")
 

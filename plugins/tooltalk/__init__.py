@@ -8,6 +8,7 @@ from pathlib import Path
 from intellagent import hookimpl
 
 HERE = Path(__file__).parent
+BUILDS_ON = ()  # the engine and the shared kits only
 INTELLAGENT_NAMESPACE = "tooltalk"
 
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, create_model
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
-from intellagent.steps import Generator, Output, Sampler
+from intellagent.steps import Generator, Output, Sampler, Statuses
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
 from intellagent_plugins.tooltalk.environment.data import PER_USER
 from intellagent_plugins.tooltalk.executor import World, tool_meta
@@ -220,6 +220,7 @@ class WriteConversation(Generator):
     """A conversation from a scenario, its ground-truth calls executed and checked."""
 
     name = "write-conversation"
+    statuses = Statuses(passed=["ok"], other=["invalid"])
     description = "a ToolTalk conversation from a scenario, calls executed on the tools"
     Config = WriteConfig
     inputs = {"scenario": Scenario}

@@ -23,13 +23,17 @@ from pydantic import Field, ValidationError, field_validator
 
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
-from intellagent.steps import Critic, Output, Sampler, Score, Simulator
+from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Simulator, Statuses
+
 from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
 from intellagent_plugins.tooltalk.comparators import comparator, source_of
 from intellagent_plugins.tooltalk.equivalence import TextRule
 from intellagent_plugins.tooltalk.executor import World, tool_meta
 from intellagent_plugins.tooltalk.replay import ToolChoice, replay
 from intellagent_plugins.tooltalk.scoring import assess
+
+#: A replayed conversation's statuses: an agent crash counts against the agent.
+CONVERSATION = Statuses(passed=["pass"], failed=["fail", "agent-error"])
 
 PACKAGE_SETS = ("easy", "hard")
 
@@ -122,6 +126,7 @@ class ReplayConversation(Simulator):
     """Each assistant turn from the ground-truth state; the agent's calls executed and kept."""
 
     name = "replay"
+    statuses = Statuses(passed=["ok"], failed=["agent-error"])
     version = "2"  # 2: max_calls exact; missing and unknown arguments fail with ToolTalk's texts
     description = "ToolTalk's turn-by-turn replay against the agent under test"
     Config = ReplayConfig
@@ -175,6 +180,11 @@ class MatchCalls(Critic):
     """ToolTalk's greedy matching of every prediction to the ground truth, and its metrics."""
 
     name = "match"
+    statuses = CONVERSATION
+    scores = {"conversation": ScoreSpec(statuses=CONVERSATION, labels=["set"]),
+              **{name: ScoreSpec(value=True, labels=["set"]) for name in (
+                  "predictions", "ground-truth", "matches", "actions", "valid-actions", "bad-actions",
+                  "soft-success")}}
     version = "2"  # 2: a conversation where the agent crashed is an agent-error, never a success
     description = "ToolTalk's tool-call equivalence and per-conversation metrics"
     Config = MatchConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from intellagent.conversation import Dialog
+from intellagent_plugins.dialogue.dialog import Dialog
 
 TOOL_RESULT_CHARS = 20_000  # one result longer than this is pathological; everything else is whole
 

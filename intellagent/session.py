@@ -1,12 +1,12 @@
-"""Conversation types every pipeline shares (turns, tool calls with their results, transcripts),
-the toolbox that runs an environment's tools on one database, and the live session that plays
-an agent's turns against it."""
+"""The live session between an agent under test and an environment: the toolbox that runs the
+environment's tools on one conversation's database (recording every call with its result), and
+the session that plays the agent's turns against it, one user message at a time."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -22,37 +22,6 @@ class ToolCallRecord(BaseModel):
     arguments: str = Field(description="JSON text, as the agent wrote it.")
     output: str = ""
     error: bool = False
-
-
-class Turn(BaseModel):
-    role: Literal["user", "assistant", "tool", "critic"]
-    content: str | None = None
-    thought: str | None = Field(default=None, description="The simulated user's private thought.")
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
-    delivered: bool = Field(default=True, description="False for a user's closing message, which "
-                                                       "never reached the agent.")
-
-
-StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
-                     "infra-error"]
-
-
-class Dialog(BaseModel):
-    """A simulated conversation: its turns, why it stopped, and what it did to the database."""
-
-    id: str
-    turns: list[Turn] = Field(default_factory=list)
-    stop_reason: StopReason = "max-turns"
-    stop_explanation: str = ""
-    error: str | None = None
-    final_hash: str | None = None
-    db_diff: dict[str, Any] | None = Field(default=None, description="Initial → final database.")
-    feedback_rounds: int = 0
-    stop_disputed: bool = Field(default=False, description="The reviewer still disagreed with the "
-                                                           "user's stop after the last feedback.")
-    tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
-    warnings: list[str] = Field(default_factory=list, description="Signs of a broken setup, e.g. "
-                                "tool calls written as text.")
 
 
 TOOL_CALLS_AS_TEXT = ("the agent wrote tool calls as text instead of calling the tools; check the "

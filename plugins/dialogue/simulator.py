@@ -1,0 +1,207 @@
+"""``user-agent``: a simulated user (an LLM) plays any :class:`Scenario` against the agent under
+test.
+
+Each user turn is a private thought, a message and a decision: continue, or stop with success,
+failure or give-up. The agent's tools run on the scenario's own database (the environment's seed
+data with the scenario's rows on top); the dialog keeps every message, thought, tool call and
+result, and the database diff. The user's closing message never reaches the agent and is marked
+so. A terminal tool (a hand-off to a human) ends the dialog as ``transfer``; the agent's own
+failure as ``agent-error``; a model of ours that cannot answer as ``infra-error``.
+
+Personas are prompt files, ``user.NAME.md``, rendered with the ``scenario``: the kit ships
+``task-user`` (knows only its brief, reveals it step by step); a pipeline ships its own beside
+its steps, and a user's ``prompts:`` folder can add or replace any. Subclasses refine the loop
+through its hooks: :meth:`UserAgent.user_turn` (e.g. sample several and choose),
+:meth:`UserAgent.review_stop` (a reviewer that can send the user back into the dialog),
+:meth:`UserAgent.new_dialog` and :meth:`UserAgent.finish` (a richer dialog type).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, Field
+
+from intellagent.environment import diff_databases
+from intellagent.llm.types import Outcome
+from intellagent.model import StrictModel
+from intellagent.prompts import PromptFiles, PromptsFolder
+from intellagent.session import TOOL_CALLS_AS_TEXT, LiveSession, ToolBox, tool_call_in_text
+from intellagent.steps import Output, Simulator
+from intellagent_plugins.dialogue.dialog import Dialog, Turn
+from intellagent_plugins.dialogue.scenario import Scenario
+
+PROMPTS = Path(__file__).parent / "prompts"
+
+
+class UserConfig(StrictModel):
+    max_turns: int = Field(default=12, ge=1, le=1000, description="User messages at most.")
+    max_tool_steps: int = Field(default=10, ge=1, le=100, description="Agent tool rounds per user "
+                                                                      "message.")
+    persona: str = Field(default="task-user", pattern=r"^[a-z0-9][a-z0-9_-]*$",
+                         description="The persona: the prompt file user.PERSONA.md (built in: "
+                                     "task-user; a pipeline may ship more).")
+    prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing or "
+                                   "adding to the built-in ones of the same name.")
+    final_hash: bool = Field(default=False, description="Record the final database's state hash on "
+                             "the dialog, for a critic that compares it (state-check); it costs a "
+                             "hash of the database per dialog.")
+
+
+class UserTurn(BaseModel):
+    thought: str = Field(description="Private reasoning, never shown to the agent.")
+    message: str = Field(description="What you say to the agent now.")
+    stop: Literal["continue", "success", "failure", "give-up"] = Field(
+        description="continue; success = the request was handled correctly; failure = the agent "
+                    "broke a policy or got it wrong; give-up = you cannot make progress.")
+    reason: str = Field(default="", description="Why you stop, when you do.")
+
+
+class Conversation:
+    """One dialog in progress: the scenario's database before and now, the tools on it, the
+    agent's session, and the simulated user's own view."""
+
+    def __init__(self, ctx: Any, scenario: Scenario, max_tool_steps: int) -> None:
+        self.db = ctx.database(scenario.rows)
+        self.initial = self.db.copy() if self.db is not None else None
+        self.toolbox = ToolBox(ctx.env, self.db)
+        self.session = LiveSession(ctx.agent(ground_truth=scenario.ground_truth), self.toolbox,
+                                   ctx.env.prompt, max_tool_steps=max_tool_steps)
+
+    def diff(self) -> dict[str, Any] | None:
+        """The database changes so far (initial → now), as JSON."""
+        if self.db is None:
+            return None
+        return diff_databases(self.initial, self.db).model_dump(mode="json")
+
+    def close(self) -> None:
+        for db in (self.initial, self.db):
+            if db is not None:
+                db.close()
+
+
+class UserAgent(Simulator):
+    """A simulated user (LLM) in a live dialog with the agent under test, for any scenario."""
+
+    name = "user-agent"
+    Config = UserConfig
+    inputs = {"scenario": Scenario}
+    output = Dialog
+    roles = {"user": "plays the simulated user"}
+    uses_agent = True
+    #: Folders of built-in prompt files, a subclass's own first.
+    prompt_folders: ClassVar[tuple[Path, ...]] = (PROMPTS,)
+    #: Other prompt files a subclass renders (their text is part of the items' keys).
+    prompt_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: UserConfig) -> None:
+        super().__init__(config)
+        self.prompts = PromptFiles(self.prompt_folders, (self.persona_file, *self.prompt_names),
+                                   config.prompts)
+
+    @property
+    def persona_file(self) -> str:
+        return f"user.{self.config.persona}.md"
+
+    def check(self, env: Any) -> str | None:
+        if not self.prompts.has(self.persona_file):
+            return f"no persona '{self.config.persona}': no prompt file {self.persona_file} " \
+                   "(put it in the step's prompts: folder)"
+        return None
+
+    def fingerprint(self) -> dict[str, str]:
+        return self.prompts.fingerprint()
+
+    async def run(self, ctx, scenario: Scenario) -> Output[Dialog]:
+        dialog = await self.play(ctx, scenario)
+        status = "infra-error" if dialog.stop_reason == "infra-error" else "ok"
+        return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings)
+
+    # -- hooks for subclasses ------------------------------------------------------------------
+
+    def persona(self, scenario: Scenario) -> str:
+        """The simulated user's system prompt."""
+        return self.prompts.render(self.persona_file, scenario=scenario)
+
+    async def user_turn(self, ctx, scenario: Scenario, view: list[dict[str, Any]]) -> Outcome[UserTurn]:
+        """The simulated user's next turn, given its view of the dialog (a subclass may sample
+        several and choose)."""
+        return await ctx.llm.structured(view, UserTurn, role="user")
+
+    async def review_stop(self, ctx, scenario: Scenario, dialog: Dialog) -> str | None:
+        """Called when the user stops (``dialog`` holds the stop and the database changes so
+        far): feedback that sends the user back into the dialog, or None to accept the stop. A
+        reviewer that cannot answer sets ``dialog.stop_reason`` to ``infra-error`` and returns
+        None. Accepts every stop by default."""
+        return None
+
+    def new_dialog(self, scenario: Scenario) -> Dialog:
+        return Dialog(id=scenario.id)
+
+    def finish(self, dialog: Dialog, session: LiveSession) -> None:
+        """Called when the dialog ends, with the agent's session (its exact messages)."""
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def play(self, ctx, scenario: Scenario) -> Dialog:
+        """The whole dialog of ``scenario``."""
+        talk = Conversation(ctx, scenario, self.config.max_tool_steps)
+        try:
+            dialog = await self._loop(ctx, scenario, talk)
+            dialog.tool_errors = sum(1 for r in talk.toolbox.records if r.error)
+            self.finish(dialog, talk.session)
+            if talk.db is not None:
+                if self.config.final_hash:
+                    dialog.final_hash = talk.db.hash()
+                dialog.db_diff = talk.diff()
+            return dialog
+        finally:
+            talk.close()
+
+    async def _loop(self, ctx, scenario: Scenario, talk: Conversation) -> Dialog:
+        dialog = self.new_dialog(scenario)
+        tools = set(ctx.env.tools)
+        # the simulated user's own view: its messages as "assistant", the agent's as "user"
+        view: list[dict[str, Any]] = [{"role": "system", "content": self.persona(scenario)},
+                                      {"role": "user", "content": "(The conversation starts. "
+                                                                  "Write your first message.)"}]
+        user_turns = 0
+        while True:
+            if user_turns >= self.config.max_turns:
+                dialog.stop_reason = "max-turns"
+                return dialog
+            outcome = await self.user_turn(ctx, scenario, view)
+            if not outcome.ok:
+                dialog.stop_reason, dialog.error = "infra-error", outcome.error
+                return dialog
+            turn = outcome.value
+            if turn.stop != "continue" and user_turns > 0:
+                dialog.turns.append(Turn(role="user", content=turn.message or None, thought=turn.thought,
+                                         delivered=False))
+                dialog.stop_reason, dialog.stop_explanation = turn.stop, turn.reason
+                feedback = await self.review_stop(ctx, scenario, dialog)
+                if feedback is None:
+                    return dialog
+                dialog.turns.append(Turn(role="critic", content=feedback))
+                view += [{"role": "assistant", "content": json.dumps(turn.model_dump())},
+                         {"role": "user", "content": f"(A reviewer disagrees with stopping now: "
+                                                     f"{feedback} Continue the conversation.)"}]
+                continue
+            user_turns += 1
+            dialog.turns.append(Turn(role="user", content=turn.message, thought=turn.thought))
+            view.append({"role": "assistant", "content": json.dumps(turn.model_dump())})
+            reply = await talk.session.respond(turn.message)
+            dialog.turns.append(Turn(role="assistant", content=reply.content or None,
+                                     tool_calls=reply.tool_calls))
+            if TOOL_CALLS_AS_TEXT not in dialog.warnings and tool_call_in_text(reply.content, tools):
+                dialog.warnings.append(TOOL_CALLS_AS_TEXT)
+            if reply.error:
+                dialog.stop_reason = "infra-error" if reply.infra else "agent-error"
+                dialog.error = reply.error
+                return dialog
+            if talk.toolbox.terminal_called:
+                dialog.stop_reason = "transfer"
+                return dialog
+            view.append({"role": "user", "content": reply.content or "(the agent said nothing)"})

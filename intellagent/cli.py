@@ -122,24 +122,27 @@ def plugins(obj: Context) -> None:
 @click.option("--pipeline", default=None, help="Also check this pipeline (file or registered name).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Seed data folder to use instead of the environment's own.")
+@click.option("--model", default=None, help="Model for every role (as run's --model).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set any value of the pipeline (as run's --set).")
 @click.pass_obj
-def validate(obj: Context, target: str, pipeline: str | None, data: Path | None) -> None:
+def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
+             model: str | None, settings: tuple[str, ...]) -> None:
     """Check an environment (registered NAME or folder PATH): tools match their specs, seed rows
     fit the schema and pass the validators. Given a pipeline (YAML file or registered name),
     check that its plugins exist, their options fit and every wire between steps type-checks;
     no model is called."""
     from intellagent.environment import load_environment
-    from intellagent.envs import environment_path
-    from intellagent.plan import load_plan
-
-    from intellagent.envs import is_environment_folder
+    from intellagent.envs import environment_path, is_environment_folder
+    from intellagent.plan import load_plan, model_overrides
 
     registry = obj.registry
+    overrides = (model_overrides(model) if model is not None else []) + _set_overrides(settings)
     path = Path(target)
     is_pipeline_file = path.is_file() and path.suffix in (".yaml", ".yml") \
         and path.name != "environment.yaml"
     if is_pipeline_file or (not is_environment_folder(path) and _is_pipeline_name(registry, target)):
-        _echo_plan(load_plan(target, registry))
+        _echo_plan(load_plan(target, registry, overrides=overrides))
         return
     env = load_environment(environment_path(registry, target), data=data, strict=False)
     _check_env(env)
@@ -151,7 +154,7 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None)
         parts.append(f"{len(env.checks)} rule checks")
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
     if pipeline is not None:
-        plan = load_plan(pipeline, registry)
+        plan = load_plan(pipeline, registry, overrides=overrides)
         plan.check_environment(env)
         _echo_plan(plan)
 
@@ -170,9 +173,13 @@ def _is_pipeline_name(registry: Registry, target: str) -> bool:
 
 
 def _echo_plan(plan: Any) -> None:
-    roles = ", ".join(f"{r} ({d})" for r, d in sorted(plan.roles.items())) or "none"
     click.echo(f"ok: pipeline {plan.name}: {plan.describe()}")
-    click.echo(f"    model roles: {roles}")
+    if not plan.roles:
+        click.echo("    model roles: none")
+    for role, description in sorted(plan.roles.items()):
+        settings = plan.spec.llm.for_role(role)
+        where = f" at {settings.base_url}" if settings.base_url else ""
+        click.echo(f"    model role {role}: {settings.model}{where} ({description})")
 
 
 def _check_env(env: Any, *, one_line: bool = False) -> None:
@@ -318,7 +325,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
 
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path
-    from intellagent.plan import load_plan
+    from intellagent.plan import load_plan, model_overrides
     from intellagent.runner import run_plan
     from intellagent.store import open_store
 
@@ -337,10 +344,10 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         overrides.append(("executor.with.address", ray_address, "--ray-address"))
     if workers is not None:
         overrides.append(("executor.with.workers", workers, "--workers"))
+    if model is not None:  # before --set, so --set llm.roles.agent.model=... wins over it
+        overrides += model_overrides(model)
     overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
     plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
-    if model is not None:
-        plan.spec.llm = plan.spec.llm.with_model(model)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
     store = open_store(workspace, store_url, plan.spec.store)
@@ -364,6 +371,8 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
                + (f" ({outcomes})" if outcomes else ""))
     for line in report.headlines():
         click.echo(f"  {line}")
+    for line in _agent_lines(report):
+        click.echo(f"  {line}")
     for s in report.steps:
         for warning, n in s.warnings.items():
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
@@ -375,6 +384,39 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
                    "same command again to retry them")
     for path in result.paths:
         click.echo(f"report: {path}")
+
+
+def _agent_lines(report: Any) -> list[str]:
+    """What the summary says of the agent under test: what it is, which dialogs were reused and
+    from where, and the items that could not reach it, by cause."""
+    info = report.info
+    agent = info.provenance.agent if info.provenance else None
+    lines = []
+    if agent is not None:
+        what = f"agent: {agent.use}" + (f" {agent.endpoint}" if agent.endpoint else "")
+        if agent.identity is None:
+            what += " (a black box: its dialogs are made anew each run; give it a version to reuse them)"
+        elif agent.identity.startswith("version:"):
+            what += f" ({agent.identity.replace(':', ' ', 1)})"
+        lines.append(what)
+    for step, sources in info.reused.items():
+        names = {run: "an earlier run" if run == "earlier" else f"run {run}" for run in sources}
+        if len(sources) == 1:
+            lines.append(f"{step}: {sum(sources.values())} reused from {next(iter(names.values()))}")
+        else:
+            lines.append(f"{step}: {sum(sources.values())} reused (" + ", ".join(
+                f"{n} from {names[run]}" for run, n in sources.items()) + ")")
+    causes: dict[str, int] = {}
+    for s in report.steps:
+        for note, n in s.notes.items():
+            if note.startswith("agent unreachable"):
+                cause = note.partition("(")[2].rstrip(")") or "unknown"
+                causes[cause] = causes.get(cause, 0) + n
+    if causes:
+        lines.append(f"{sum(causes.values())} item(s) could not reach the agent: "
+                     + ", ".join(f"{cause} ×{n}" for cause, n in sorted(causes.items(), key=lambda kv: -kv[1]))
+                     + "; they are retried by the next run")
+    return lines
 
 
 @cli.command()
@@ -435,6 +477,12 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
         models = ", ".join(f"{r}: {m}" for r, m in info.models.items())
         click.echo(f"{label} {info.run_id}: {info.pipeline} on {info.environment}, agent "
                    f"{info.agent or '-'}; {models}")
+    if result.differences:
+        click.echo("what differs in what was tested (A → B):")
+        for line in result.differences:
+            click.echo(f"  {line}")
+    else:
+        click.echo("what was tested is the same in both runs")
     click.echo("reused from A: " + ", ".join(f"{s} {same}/{n}" for s, (same, n) in result.shared.items()))
     click.echo(f"outcome changed for {len(result.changes)} item(s)"
                + (": " + ", ".join(f"{v}× {k}" for k, v in result.transitions.items()) if result.changes else ""))

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.errors import IntellagentError
 from intellagent.metrics import difference
 from intellagent.report import RunInfo, RunReport
 
@@ -40,6 +41,8 @@ class RateDelta(BaseModel):
 class Comparison(BaseModel):
     a: RunInfo
     b: RunInfo
+    differences: list[str] = Field(default_factory=list, description="What differs in what the "
+                                   "two runs tested (their provenance), one line each.")
     shared: dict[str, tuple[int, int]] = Field(default_factory=dict, description="Per step: items "
                                                "identical in both runs (reused), items in both.")
     changes: list[ItemChange] = Field(default_factory=list)
@@ -59,7 +62,18 @@ def _final(data: Any) -> dict[str, str]:
 
 
 def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
+    """Run B against run A. Two runs of different pipelines or environments are not comparable
+    (an error naming both)."""
     (report_a, data_a), (report_b, data_b) = a, b
+    for what in ("pipeline", "environment"):
+        left, right = getattr(report_a.info, what), getattr(report_b.info, what)
+        if left != right:
+            raise IntellagentError(f"the runs tested different {what}s ({left} in "
+                                   f"{report_a.info.run_id}, {right} in {report_b.info.run_id}): "
+                                   "nothing to compare", item="compare")
+    pa, pb = report_a.info.provenance, report_b.info.provenance
+    differences = pa.differences(pb) if pa is not None and pb is not None else \
+        ["what was tested is not recorded for the older of the two runs"] if pa is not pb else []
     shared: dict[str, tuple[int, int]] = {}
     for step in data_b.plan.steps:
         if step not in data_a.plan.steps:
@@ -90,5 +104,5 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
                 diff = difference((ra["passed"], ra["n"]), (rb["passed"], rb["n"]))
                 deltas.append(RateDelta(metric=name, title=mb.title, group=dict(zip(labels, group)), a=ra,
                                         b=rb, **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
-    return Comparison(a=report_a.info, b=report_b.info, shared=shared, changes=changes,
+    return Comparison(a=report_a.info, b=report_b.info, differences=differences, shared=shared, changes=changes,
                       transitions=dict(transitions.most_common()), deltas=deltas)

@@ -17,11 +17,13 @@ import inspect
 import json
 from typing import Any, Callable
 
+from intellagent.agent import AgentSetup, BrokenAgent, GuardedAgent
 from intellagent.context import StepContext, StepLLM
 from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
+from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
 from intellagent.results import adapter, annotation_of
 from intellagent.scheduling import Held, Scope
@@ -54,7 +56,9 @@ class ItemMaker:
 
     def __init__(self, plan: Plan, env: Environment, *, store: Any, llm: LLM, seed: int,
                  run_id: str, owner: str,
-                 on_error: Callable[[PlannedStep, BaseException], None]) -> None:
+                 on_error: Callable[[PlannedStep, BaseException], None],
+                 agent: AgentSetup | None = None, lineage: str = "",
+                 offload: Offload | None = None) -> None:
         self.plan = plan
         self.env = env
         self.store = store
@@ -63,18 +67,24 @@ class ItemMaker:
         self.run_id = run_id
         self.owner = owner
         self.on_error = on_error
+        self.agent = agent or AgentSetup()
+        self.lineage = lineage  # the run a black-box agent's dialogs are reused within
+        self.offload = offload
         self.made = 0  # items this process computed
         self._static: dict[str, str] = {}
 
     # -- identity ------------------------------------------------------------------------
 
     def agent_fingerprint(self) -> Any:
+        """What the agent is: its plugin and options, its models, and its identity; a black box
+        (no identity) is what it was within this run and the runs resuming it, nothing more."""
         agent = self.plan.agent
         if agent is None:
             return None
         roles = getattr(agent.value, "roles", {}) or {}
+        identity = self.agent.identity if self.agent.identity is not None else ["black-box", self.lineage]
         return [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
-                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}]
+                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}, identity]
 
     def static_key(self, step: PlannedStep) -> str:
         """The part of a step's item keys that every item shares."""
@@ -93,30 +103,35 @@ class ItemMaker:
     async def make(self, step: PlannedStep, scope: Scope, inputs: dict[str, Any], hashes: list) -> Held:
         """The item of ``step`` for these inputs: reused from the store, or computed."""
         key = content_hash(self.static_key(step), hashes)
-        held = self.stored(step, key)
+        # --no-cache: every model call and every agent turn again (a step that calls neither is
+        # the same computation on the same inputs: its stored item stands)
+        reusable = self.llm.cache_enabled or not (step.roles or step.uses_agent)
+        held = self.stored(step, key, this_run_only=not reusable)
         if held is None:
             draw = content_hash(hashes) if hashes else None
-            held = await (self._claimed(step, scope, key, inputs, draw) if step.roles or step.uses_agent
+            held = await (self._claimed(step, scope, key, inputs, draw, reusable)
+                          if step.roles or step.uses_agent
                           else self._compute(step, scope, key, inputs, draw))
         self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
         return held
 
-    def stored(self, step: PlannedStep, key: str) -> Held | None:
-        """The finished item ``key`` from the store (an unfinished one is made again)."""
+    def stored(self, step: PlannedStep, key: str, this_run_only: bool = False) -> Held | None:
+        """The finished item ``key`` from the store (an unfinished one is made again;
+        ``this_run_only``: one another process of this very run made)."""
         row = self.store.item(key)
-        if row is None or row.status in UNFINISHED:
+        if row is None or row.status in UNFINISHED or (this_run_only and row.run_id != self.run_id):
             return None
         return Held(adapter(annotation_of(step.output)).validate_json(row.payload), row.value_hash,
                     row.status, row.halt)
 
     async def _claimed(self, step: PlannedStep, scope: Scope, key: str, inputs: dict,
-                       draw: str | None) -> Held:
+                       draw: str | None, reusable: bool = True) -> Held:
         """Compute an item that costs model calls under a claim in the store, so another process
         on the same store waits for it instead of paying for it too."""
         while True:
             if self.store.claim(key, self.owner, CLAIM_TTL):
-                try:
-                    held = self.stored(step, key)  # finished by another while we waited
+                try:  # finished by another while we waited?
+                    held = self.stored(step, key, this_run_only=not reusable)
                     return held if held is not None else await self._compute(step, scope, key, inputs, draw)
                 finally:
                     self.store.release(key, self.owner)
@@ -124,7 +139,7 @@ class ItemMaker:
             # it waits: the process holding ``key`` may be waiting for one of them
             self.store.flush()
             await asyncio.sleep(CLAIM_POLL)
-            held = self.stored(step, key)
+            held = self.stored(step, key, this_run_only=not reusable)
             if held is not None:
                 return held
 
@@ -176,7 +191,8 @@ class ItemMaker:
         value_hash = text_hash(payload)
         self.made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
-                            note=out.note, payload=payload, value_hash=value_hash,
+                            note=out.note, payload=payload, value_hash=value_hash, run_id=self.run_id,
+                            replace=not self.llm.cache_enabled,
                             warnings=json.dumps(out.warnings),
                             scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
         return Held(value, value_hash, out.status, out.halts)
@@ -184,7 +200,7 @@ class ItemMaker:
     def context(self, step: PlannedStep, scope: Scope, key: str, draw: str | None = None) -> StepContext:
         """What ``step`` sees while it computes the item ``key``."""
         ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key, draw=draw),
-                          seed=self.seed,
+                          seed=self.seed, offload=self.offload,
                           key=key, item=scope.key, run_id=self.run_id, step=step.name,
                           # the plugin's own name, not its registered one: a plugin moved to another
                           # name space keeps its draws and its memos
@@ -198,7 +214,14 @@ class ItemMaker:
 
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
-                return agent_cls(config, agent_ctx, known)
+                try:
+                    agent = agent_cls(config, agent_ctx, known)
+                except IntellagentError:
+                    raise
+                except Exception as exc:  # a bug in the agent's plugin: this dialog's agent-error
+                    return BrokenAgent(exc)
+                agent.setup = self.agent
+                return GuardedAgent(agent)
 
             ctx._agent = make
         return ctx

@@ -239,7 +239,7 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
             raise IntellagentError(f"no such option (this pipeline's parameters: {known})",
                                    item=f"--{name}")
         overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
-    flags = _apply_overrides(raw, overrides, source)
+    flags = _apply_overrides(raw, _expand(raw, overrides), source)
     name = source.stem
     for comp in registry.components.get("pipeline", {}).values():
         try:
@@ -264,6 +264,28 @@ def parse_value(text: str) -> Any:
         return YAML(typ="safe").load(text)
     except YAMLError:
         return text
+
+
+def model_overrides(model: str, flag: str = "--model") -> list[tuple[str, Any, str]]:
+    """``--model``: every role's model, the default's and each the file names (a more specific
+    override given after it, ``--set llm.roles.agent.model=...``, wins)."""
+    return [("llm.default.model", model, flag), ("llm.roles.*.model", model, flag)]
+
+
+def _expand(raw: Any, overrides: list[tuple[str, Any, str]]) -> list[tuple[str, Any, str]]:
+    """Overrides with a ``*`` part made one per key the file has there."""
+    out = []
+    for dotted, value, flag in overrides:
+        if "*" not in dotted.split("."):
+            out.append((dotted, value, flag))
+            continue
+        head, _, tail = dotted.partition(".*.")
+        node: Any = raw
+        for part in head.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        for key in (node if isinstance(node, dict) else {}):
+            out.append((f"{head}.{key}.{tail}", value, flag))
+    return out
 
 
 def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Path) -> dict[tuple, str]:

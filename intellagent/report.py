@@ -16,6 +16,7 @@ from intellagent.errors import IntellagentError
 from intellagent.metrics import MetricResult
 from intellagent.model import StrictModel
 from intellagent.plan import plan_from_data
+from intellagent.provenance import Provenance
 from intellagent.results import RunData, StepSummary, outcomes, summarize
 from intellagent.steps import NoOptions
 
@@ -50,6 +51,10 @@ class RunInfo(BaseModel):
                                                                      "pipeline declares.")
     seed: int
     status: str = "done"
+    provenance: Provenance | None = Field(default=None, description="Everything that defines what "
+                                          "was tested (None for runs made before it was recorded).")
+    reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
+                                              "to the agent: dialogs taken from earlier runs, by run.")
 
 
 class RunReport(BaseModel):

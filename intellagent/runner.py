@@ -21,14 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from intellagent import __version__
+from intellagent.agent import AgentSetup, AgentUnavailable
 from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.executors import SharedRun, WorkerJob
 from intellagent.hashing import content_hash
 from intellagent.items import ItemMaker
 from intellagent.llm import LLM
+from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
 from intellagent.progress import Progress
+from intellagent.provenance import provenance_of
 from intellagent.registry import Registry, null_hooks
 from intellagent.report import RunInfo, RunReport, build_report, write_reports
 from intellagent.results import RunData, summarize
@@ -90,13 +94,33 @@ class Runner:
         self.owner = ""
         self.handle: RunHandle | None = None
         self.items: ItemMaker | None = None
+        self.agent = AgentSetup()  # what the agent under test is, once prepared
+        self.lineage = ""
+        self.offload = Offload(max(4, 2 * llm.settings.max_concurrency))
+
+    @property
+    def talks_to_agent(self) -> bool:
+        return self.plan.agent is not None and any(s.uses_agent for s in self.steps)
+
+    async def _prepare_agent(self) -> None:
+        """Before the first paid call: the agent under test checked and set up for the run (one
+        line and exit 2 when it cannot be used; no model call made)."""
+        if not self.talks_to_agent:
+            return
+        component = self.plan.agent
+        try:
+            self.agent = await component.value.prepare(self.plan.agent_config, self.env)
+        except AgentUnavailable as exc:
+            raise IntellagentError(f"the agent under test cannot be used: {exc}",
+                                   item=f"agent {component.name}") from None
 
     def identity(self) -> str:
-        """What makes two runs the same run: a later attempt at it resumes it."""
+        """What makes two runs the same run: a later attempt at it resumes it (an agent of
+        another version makes another run)."""
         spec = self.plan.spec.model_dump(mode="json", by_alias=True, exclude={"executor", "llm"})
         models = self.llm.settings.model_dump(mode="json", exclude=OPERATIONAL)
         return content_hash(self.plan.name, spec, models, self.until, self.env.name,
-                            self.env.fingerprint())
+                            self.env.fingerprint(), self.agent.identity)
 
     def _begin(self, run_id: str, owner: str) -> None:
         self.run_id = run_id
@@ -104,7 +128,8 @@ class Runner:
         self.owner = owner
         self.handle = RunHandle(run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
         self.items = ItemMaker(self.plan, self.env, store=self.store, llm=self.llm, seed=self.seed,
-                               run_id=run_id, owner=owner, on_error=self._step_error)
+                               run_id=run_id, owner=owner, on_error=self._step_error,
+                               agent=self.agent, lineage=self.lineage, offload=self.offload)
 
     def _shared_run(self) -> SharedRun:
         """What a sharing executor needs: this run, and (here, not in a worker) how to start
@@ -124,12 +149,16 @@ class Runner:
         """Work on a run another process started (a sharing executor's worker): the same plan
         on the same store, taking items through it; no report."""
         assert self.join is not None
+        config = self.store.run_config(self.join)
+        await self._prepare_agent()
+        self.agent.identity = (config.get("agent") or {}).get("identity")  # the run's, as it began
+        self.lineage = config.get("lineage") or self.join
         self._begin(self.join, f"{HOST}:{os.getpid()}:{self.join}:{self.name}")
         try:
             await self._execute()
         finally:
             self.store.flush()
-            await self.llm.aclose()
+            await self._close()
         return {"worker": self.name, "pid": os.getpid(), "made": self.items.made if self.items else 0}
 
     async def _execute(self) -> None:
@@ -160,16 +189,26 @@ class Runner:
 
     async def run(self) -> RunResult:
         spec = self.plan.spec
+        try:
+            await self._prepare_agent()
+        except BaseException:
+            await self._close()
+            raise
         identity = self.identity()
         resumed = None if self.new_report else self.store.resumable_run(identity)
-        # a resumed run writes its report where the run it resumes wrote (or would have)
+        # a resumed run writes its report where the run it resumes wrote (or would have), and a
+        # black-box agent's finished dialogs are reused only within it and the runs resuming it
         self.report_folder = resumed[1] if resumed else ""
+        resumed_config = self.store.run_config(resumed[0]) if resumed else {}
         run_id = self.store.start_run(environment=self.env.name, seed=self.seed, config={
             "pipeline": self.plan.name, "source": str(self.plan.source), "until": self.until,
             "identity": identity, "resumes": resumed[0] if resumed else None,
+            "lineage": resumed_config.get("lineage") or (resumed[0] if resumed else None),
+            "agent": {"identity": self.agent.identity, "describe": self.agent.describe},
             "report_folder": self.report_folder or None,
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})
+        self.lineage = resumed_config.get("lineage") or (resumed[0] if resumed else run_id)
         self.report_folder = self.report_folder or run_id
         self._begin(run_id, f"{HOST}:{os.getpid()}:{run_id}")
         self.hook.before_run(run=self.handle)
@@ -196,18 +235,29 @@ class Runner:
             self.hook.on_run_error(run=self.handle, error=exc)
             raise
         finally:
-            await self.llm.aclose()
+            await self._close()
         self.hook.after_run(run=self.handle, report=report)
         return RunResult(self.run_id, report, paths, data)
 
+    async def _close(self) -> None:
+        self.offload.close()
+        try:
+            await self.agent.close()
+        finally:
+            await self.llm.aclose()
+
     def info(self, status: str) -> RunInfo:
-        """What the report says about this run itself."""
+        """What the report says about this run itself: what was tested, and what was reused."""
         plan = self.plan
+        reused = {s.name: found for s in self.steps if s.uses_agent
+                  if (found := self.store.reused(self.run_id, s.name))}
         return RunInfo(run_id=self.run_id, pipeline=plan.name, description=plan.spec.description,
                        environment=self.env.name, environment_version=self.env.version,
                        agent=plan.agent.name if plan.agent else None,
                        models={r: self.llm.settings_for(r).model for r in sorted(plan.roles)},
-                       seed=self.seed, status=status)
+                       seed=self.seed, status=status,
+                       provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__),
+                       reused=reused)
 
     # -- what the scheduler tells (progress and the observer hooks) ------------------------
 

@@ -1,4 +1,5 @@
-"""JSON Schemas of every YAML file kind, generated from the pydantic models into ``schemas/``."""
+"""JSON Schemas of every YAML file kind and of the protocol an agent behind an endpoint speaks,
+generated from the pydantic models into ``schemas/``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from intellagent.agent import AgentRequest, AgentResponse
 from intellagent.environment.dbschema import DatabaseSchema
 from intellagent.environment.manifest import EnvironmentManifest
 from intellagent.environment.tools import ToolsFile
@@ -17,6 +19,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "database.schema.json": DatabaseSchema,
     "tools.schema.json": ToolsFile,
     "pipeline.schema.json": PipelineSpec,
+    "agent-request.schema.json": AgentRequest,
+    "agent-response.schema.json": AgentResponse,
 }
 
 

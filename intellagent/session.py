@@ -12,6 +12,8 @@ from pydantic import BaseModel, Field
 
 from intellagent.agent import Agent
 from intellagent.environment import Database, Environment
+from intellagent.environment.tools import ToolResult
+from intellagent.offload import Offload, OffloadCrash, OffloadTimeout
 
 
 class ToolCallRecord(BaseModel):
@@ -51,29 +53,60 @@ def tool_call_in_text(text: str | None, tool_names: set[str]) -> bool:
     return False
 
 
+class ToolTimeout(Exception):
+    """A tool of the environment did not return within its timeout: the conversation cannot go on
+    (the call may still be writing to its database), and it is not the agent's fault."""
+
+
 @dataclass
 class ToolBox:
-    """The environment's tools on one database; every call is recorded."""
+    """The environment's tools on one database; every call is recorded. With ``offload``, calls
+    run in its threads under the tool's timeout, so a tool that blocks stalls only its own
+    conversation."""
 
     env: Environment
     db: Database | None
     records: list[ToolCallRecord] = field(default_factory=list)
     terminal_called: bool = False
+    offload: Offload | None = None
 
     def schemas(self) -> list[dict[str, Any]]:
         return [tool.openai_schema() for tool in self.env.tools.values()]
 
     def call(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
+        """Run a call here, in this thread."""
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         tool = self.env.tools.get(name)
-        if tool is None:
+        result = tool.call(self.db, text) if tool is not None else None
+        return self._record(call_id, name, text, result)
+
+    async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
+        """Run a call off the event loop (when the box has an ``offload``); raise
+        :class:`ToolTimeout` when it outlasts its timeout."""
+        if self.offload is None:
+            return self.call(name, arguments, call_id)
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        tool = self.env.tools.get(name)
+        result = None
+        if tool is not None:
+            timeout = tool.spec.timeout or self.env.tool_timeout
+            try:
+                result = await self.offload.run(tool.call, self.db, text, timeout=timeout)
+            except OffloadTimeout:
+                raise ToolTimeout(f"the environment's tool '{name}' did not return within "
+                                  f"{timeout:g} s") from None
+            except OffloadCrash as exc:  # what Tool.call lets through: KeyboardInterrupt and kin
+                result = ToolResult(output=f"Error: tool '{name}' crashed: {exc}", error=True, crashed=True)
+        return self._record(call_id, name, text, result)
+
+    def _record(self, call_id: str, name: str, text: str, result: ToolResult | None) -> ToolCallRecord:
+        if result is None:
             record = ToolCallRecord(id=call_id, name=name, arguments=text,
                                     output=f"Error: unknown tool '{name}'", error=True)
         else:
-            result = tool.call(self.db, text)
             record = ToolCallRecord(id=call_id, name=name, arguments=text, output=result.output,
                                     error=result.error)
-            if tool.spec.terminal and not result.error:
+            if self.env.tools[name].spec.terminal and not result.error:
                 self.terminal_called = True
         self.records.append(record)
         return record
@@ -85,7 +118,8 @@ class Reply(BaseModel):
     content: str = ""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     error: str | None = Field(default=None, description="The agent failed (agent-error).")
-    infra: bool = Field(default=False, description="The failure was IntellAgent's own model call.")
+    infra: bool = Field(default=False, description="The failure was not the agent's: our own model "
+                                                   "call, the agent out of reach, a tool that hung.")
 
 
 class LiveSession:
@@ -112,10 +146,12 @@ class LiveSession:
             if not turn.tool_calls:
                 return Reply(content=turn.content or "", tool_calls=made)
             for call in turn.tool_calls:
-                record = self.toolbox.call(call.name, call.arguments, call.id)
+                try:
+                    record = await self.toolbox.acall(call.name, call.arguments, call.id)
+                except ToolTimeout as exc:
+                    return Reply(tool_calls=made, error=str(exc), infra=True)
                 made.append(record)
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": record.output})
                 if self.toolbox.terminal_called:
                     return Reply(content=turn.content or "", tool_calls=made)
         return Reply(tool_calls=made, error=f"no reply after {self.max_tool_steps} tool steps")
-

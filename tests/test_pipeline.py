@@ -31,9 +31,10 @@ def load_report(workspace: Path) -> dict:
 
 
 def comparable(report: dict) -> dict:
-    """The report without what legitimately differs between two runs (run id, cost rows)."""
+    """The report without what legitimately differs between two runs (run id, cost rows, which
+    earlier run an item was reused from)."""
     out = {k: v for k, v in report.items() if k not in ("info", "cost")}
-    out["info"] = {k: v for k, v in report["info"].items() if k != "run_id"}
+    out["info"] = {k: v for k, v in report["info"].items() if k not in ("run_id", "reused")}
     return out
 
 

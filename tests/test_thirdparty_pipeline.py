@@ -286,7 +286,7 @@ def test_a_third_party_pipeline_validates_and_runs(package, tmp_path):
     ws = tmp_path / "ws"
     valid = run(package, "validate", "thirdparty/flow")
     assert valid.returncode == 0, valid.stderr
-    assert "writer (drafts a conversation around its calls)" in valid.stdout
+    assert "model role writer: mock/schema (drafts a conversation around its calls)" in valid.stdout
 
     done = run(package, "run", "airline", "--pipeline", "thirdparty/flow", workspace=ws)
     assert done.returncode == 0, done.stderr

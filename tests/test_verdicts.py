@@ -220,11 +220,20 @@ def test_the_task_user_persona_is_not_told_the_policies():
 # -- across adapters: an agent that always fails is never "0 pass, 0 fail" --------------------
 
 class AlwaysFailing(BaseHTTPRequestHandler):
+    """An agent that refuses every request (its own 4xx: counted against it; a 5xx is the agent
+    out of reach, an infra error)."""
+
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.send_response(500)
-        self.send_header("Content-Length", "0")
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body["conversation_id"] == "intellagent-preflight":  # it answers the health check
+            reply = b'{"content": "Hello."}'
+            self.send_response(200)
+        else:
+            reply = b'{"error": "cannot handle this"}'
+            self.send_response(422)
+        self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
+        self.wfile.write(reply)
 
     def log_message(self, *args):
         pass

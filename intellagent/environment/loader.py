@@ -48,6 +48,7 @@ class Environment(BaseModel):
     tool_specs: list[ToolSpec] = []
     seed_files: dict[str, Path] = {}
     prompt_file: Path | None = None
+    tool_timeout: float = 30.0
     seed_loader: str | None = Field(default=None, description="'file.py:function' giving the seed rows.")
 
     _tools: dict[str, Tool] = PrivateAttr(default_factory=dict)
@@ -220,6 +221,7 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
                                     "comes from a loader", file=manifest_path)
 
     env = Environment(name=manifest.name, version=manifest.version, description=manifest.description,
+                      tool_timeout=manifest.tool_timeout,
                       path=folder.resolve(), prompt=prompt, task=task, db_schema=schema,
                       seed_files=seed_files, prompt_file=prompt_path.resolve(),
                       seed_loader=manifest.database.loader if manifest.database else None)

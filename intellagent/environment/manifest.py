@@ -38,6 +38,9 @@ class EnvironmentManifest(StrictModel):
     tools: str | None = Field(default=None, description="Tool specifications YAML.")
     validators: str | None = Field(default=None, description="Python file (validators.py) or "
                                                              "module holding the data validators.")
+    tool_timeout: float = Field(default=30.0, gt=0, le=3600, description="Seconds a tool call may "
+                                "take (a tool's own `timeout` overrides it); a call that outlasts "
+                                "it ends its conversation as an infra error, never the run.")
     checks: str | None = Field(default=None, description="Python file (checks.py) or module "
                                "holding the rule checks: functions marked @rule_check(id, rule) "
                                "that decide from a trace of tool calls and its database states "

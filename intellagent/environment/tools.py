@@ -44,6 +44,8 @@ class ToolSpec(StrictModel):
     action: bool = Field(default=False, description="True when the tool changes the database.")
     terminal: bool = Field(default=False, description="True when calling it ends the conversation "
                                                       "(e.g. a hand-off to a human).")
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="Seconds a call may take "
+                                  "(default: the environment's tool_timeout).")
     implementation: str = Field(description="'module:function' or 'file.py:function'; called as "
                                             "function(db, **arguments).")
     meta: dict[str, Any] = Field(default_factory=dict, description="Declarations for pipelines "

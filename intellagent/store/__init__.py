@@ -61,6 +61,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         self.url = url
         self._pending_calls = []
         self._pending_items = {}
+        self._replacing = set()
         self._pending_run_items = []
         self._pending_releases = []
         self._last_flush = time.monotonic()
@@ -125,6 +126,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         releases, self._pending_releases = self._pending_releases, []
         with self._hot.write() as cur:
             self._hot.execute(cur, INSERT_CALL, calls)
-            self._hot.execute(cur, self._statement("item", self._upsert_item), list(items.values()))
+            for statement, rows in self._item_writes(items):
+                self._hot.execute(cur, statement, rows)
             self._hot.execute(cur, self._statement("run_item", self._upsert_run_item), run_items)
             self._hot.execute(cur, RELEASE, releases)

@@ -19,6 +19,7 @@ class ItemRecords(StoreBase):
 
     _pending_items: dict[str, dict[str, Any]]
     _pending_run_items: list[dict[str, Any]]
+    _replacing: set[str]  # pending items that replace a finished one (made again on purpose)
 
     def item(self, key: str) -> ItemRow | None:
         """A finished item by its key, or None."""
@@ -29,12 +30,27 @@ class ItemRecords(StoreBase):
         return ItemRow.model_validate(dict(zip(_ITEM_COLUMNS, row))) if row else None
 
     def put_item(self, *, key: str, step: str, status: str, halt: bool, note: str, scores: str,
-                 payload: str, value_hash: str, warnings: str = "[]") -> None:
-        """Record a finished item (buffered; committed after the calls that made it)."""
-        self._pending_items.setdefault(key, dict(
-            key=key, step=step, status=status, halt=halt, note=note, scores=scores,
-            payload=payload, value_hash=value_hash, created_at=time.time(), warnings=warnings))
+                 payload: str, value_hash: str, warnings: str = "[]", run_id: str | None = None,
+                 replace: bool = False) -> None:
+        """Record a finished item made by ``run_id`` (buffered; committed after the calls that
+        made it). An item is written once, unless ``replace``: it was made again on purpose
+        (``--no-cache``)."""
+        row = dict(key=key, step=step, status=status, halt=halt, note=note, scores=scores,
+                   payload=payload, value_hash=value_hash, created_at=time.time(), warnings=warnings,
+                   run_id=run_id)
+        if replace:
+            self._pending_items[key] = row
+            self._replacing.add(key)
+        else:
+            self._pending_items.setdefault(key, row)
         self._maybe_flush()
+
+    def _item_writes(self, items: dict[str, dict[str, Any]]) -> list[tuple[Any, list[dict[str, Any]]]]:
+        """The statements writing buffered ``items``: each once, or replacing."""
+        replacing, self._replacing = self._replacing, set()
+        return [(self._statement("item", self._upsert_item), [r for k, r in items.items() if k not in replacing]),
+                (self._statement("item-replace", lambda: self._upsert_item(replace=True)),
+                 [r for k, r in items.items() if k in replacing])]
 
     def record_run_item(self, run_id: str, step: str, item: str, pos: str, key: str,
                         status: str) -> None:
@@ -74,16 +90,17 @@ class ItemRecords(StoreBase):
         finally:
             conn.close()
 
-    def _upsert_item(self) -> Any:
+    def _upsert_item(self, replace: bool = False) -> Any:
         """An item is written once; only an unfinished one (an infra error, a budget stop) is
-        replaced by its finished version."""
+        replaced by its finished version (any, with ``replace``)."""
         table = ItemRow.__table__
         stmt = self._dialect_insert(table)
+        where = None if replace else sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in UNFINISHED))
         return stmt.on_conflict_do_update(
-            index_elements=["key"], where=sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in UNFINISHED)),
+            index_elements=["key"], where=where,
             set_={c: getattr(stmt.excluded, c) for c in ("step", "status", "halt", "note", "scores",
                                                           "payload", "value_hash", "created_at",
-                                                          "warnings")})
+                                                          "warnings", "run_id")})
 
     def _upsert_run_item(self) -> Any:
         stmt = self._dialect_insert(RunItemRow.__table__)
@@ -92,6 +109,18 @@ class ItemRecords(StoreBase):
                                                 "status": stmt.excluded.status})
 
     # -- claims ----------------------------------------------------------------------------
+    def reused(self, run_id: str, step: str) -> dict[str, int]:
+        """The items of ``step`` that ``run_id`` took from earlier runs: how many from each (the
+        run that made them; ``earlier`` for items made before the store recorded it)."""
+        self.flush()
+        ri, it = RunItemRow.__table__.c, ItemRow.__table__.c
+        query = (sa.select(it.run_id, sa.func.count()).join_from(RunItemRow.__table__, ItemRow.__table__, ri.key == it.key)
+                 .where(ri.run_id == run_id, ri.step == step,
+                        sa.or_(it.run_id.is_(None), it.run_id != run_id))
+                 .group_by(it.run_id))
+        with self.engine.connect() as conn:
+            return {(made or "earlier"): n for made, n in conn.execute(query)}
+
     def artefact(self, kind: str, key: str) -> str | None:
         """The JSON payload of a finished item, or None."""
         row = self._hot.read(_ARTEFACT_GET, {"k": kind, "h": key})

@@ -81,6 +81,7 @@ class ItemRow(SQLModel, table=True):
     payload: str  # JSON of the value
     value_hash: str  # sha256 of payload: the item's identity for the steps that consume it
     created_at: float
+    run_id: str | None = None  # the run that made it (None: made before migration 9)
 
 
 class RunItemRow(SQLModel, table=True):
@@ -174,6 +175,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     # request keys hash compact text from here on; entries cached before keep their old keys
     # and are read through them (Store.cached), so the migration itself changes nothing
     (8, "llm_cache: compact request keys", lambda conn: None),
+    (9, "items.run_id", _add_columns("items", {"run_id": "VARCHAR"})),
 ]
 COMPACT_KEYS = 8
 

@@ -3,29 +3,40 @@ the harness runs the tool calls and comes back with their results.
 
 - ``openai-tools``: the environment's prompt and tools on any OpenAI-compatible model (the
   ``agent`` model role), with native tool calling.
-- ``http``: an endpoint of yours. IntellAgent POSTs ``{"messages": [...], "tools": [...]}``
-  (OpenAI chat format, system prompt first, tool results as ``role: tool`` messages) and expects
-  ``{"content": str | null, "tool_calls": [{"id", "name", "arguments"}]}``.
+- ``http``: an endpoint of yours. IntellAgent POSTs ``{"messages": [...], "tools": [...],
+  "conversation_id": "..."}`` (OpenAI chat format, system prompt first, tool results as
+  ``role: tool`` messages; ``schemas/agent-request.schema.json``) and expects ``{"content": str |
+  null, "tool_calls": [{"id", "name", "arguments"}]}`` (``schemas/agent-response.schema.json``,
+  :class:`intellagent.agent.AgentResponse`).
 - ``python``: ``module:callable`` called as ``fn(messages, tools)`` (sync or async), returning
   the reply text, or ``{"content": ..., "tool_calls": [{"name", "arguments"}]}``.
+
+HTTP and Python agents are black boxes: their answers may depend on more than what they are sent,
+so their dialogs are reused only within a run and the runs resuming it, unless they declare a
+``version`` (for ``python``, ``version: code`` hashes the source of the callable's package; an
+endpoint may report one in an ``X-Agent-Version`` header or a ``version`` field).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from intellagent.agent import Agent, AgentTurn
+from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
 from intellagent.llm.types import ToolCall
 from intellagent.model import StrictModel
+from intellagent.offload import OffloadCrash, OffloadTimeout
 
 
 def turn_from(data: Any) -> AgentTurn:
@@ -50,6 +61,15 @@ class OpenAIToolsAgent(Agent):
     """The environment's prompt and tools on an OpenAI-compatible chat model."""
 
     roles = {"agent": "the model of the agent under test"}
+    black_box = False  # its answers follow from its model requests, whose settings key them
+
+    @classmethod
+    async def prepare(cls, config: Any, env: Any) -> AgentSetup:
+        return AgentSetup(identity="model")
+
+    @property
+    def turn_timeout(self) -> float | None:
+        return None  # the model layer has its own timeouts and retries
 
     async def step(self, messages, tools):
         outcome = await self.ctx.llm.chat(messages, role="agent", tools=tools or None)
@@ -59,9 +79,113 @@ class OpenAIToolsAgent(Agent):
         return AgentTurn(content=reply.content, tool_calls=reply.tool_calls)
 
 
+# -- http ------------------------------------------------------------------------------------------
+
+class FromEnv(StrictModel):
+    """A value read from an environment variable when the run starts (never written anywhere)."""
+
+    env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
+
+
 class HttpConfig(StrictModel):
-    url: str
-    timeout: float = Field(default=60.0, gt=0)
+    url: str = Field(pattern=r"^https?://", description="The endpoint IntellAgent POSTs each turn to.")
+    timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds per request.")
+    retries: int = Field(default=2, ge=0, le=10, description="Retries of a request that could not "
+                         "reach the agent (refused, DNS, timeout, 5xx), with back-off.")
+    headers: dict[str, str | FromEnv] = Field(default_factory=dict, description="Request headers; "
+                                              "a secret comes from an environment variable: "
+                                              "{Authorization: {env: AGENT_TOKEN}}.")
+    version: str | None = Field(default=None, max_length=200, description="The agent's version: "
+                                "its dialogs are then reused for the same version only.")
+    health_url: str | None = Field(default=None, pattern=r"^https?://", description="GET before "
+                                   "the run instead of a one-message conversation.")
+    max_connections: int = Field(default=64, ge=1, le=1024, description="Connections kept open "
+                                 "to the endpoint for the whole run.")
+
+    @field_validator("headers")
+    @classmethod
+    def _no_literal_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name, header in value.items():
+            if isinstance(header, str) and name.lower() in SECRET_HEADERS:
+                raise ValueError(f"header {name}: secrets are not accepted in YAML; put it in an "
+                                 f"environment variable and write {{env: NAME}}")
+        return value
+
+
+class Unreachable(Exception):
+    """The endpoint could not be reached (worth a retry); ``cause`` is the short reason."""
+
+    def __init__(self, cause: str, detail: str = "") -> None:
+        super().__init__(f"{cause}: {detail}" if detail else cause)
+        self.cause = cause
+
+
+class HttpShared:
+    """What one run's HTTP conversations share: the headers, one connection pool."""
+
+    def __init__(self, config: HttpConfig, headers: dict[str, str]) -> None:
+        self.config = config
+        self.headers = headers
+        self.secrets = [v for k, v in headers.items() if isinstance(config.headers.get(k), FromEnv)]
+        self.session: aiohttp.ClientSession | None = None
+
+    def client(self) -> aiohttp.ClientSession:
+        if self.session is None or self.session.closed:
+            self.session = aiohttp.ClientSession(
+                headers=self.headers, timeout=aiohttp.ClientTimeout(total=self.config.timeout),
+                connector=aiohttp.TCPConnector(limit=self.config.max_connections))
+        return self.session
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def post(self, body: dict[str, Any]) -> tuple[Any, str | None]:
+        """The endpoint's JSON answer and the version it reports; :class:`Unreachable` when it
+        cannot be reached (after the retries), ValueError for its own refusal or nonsense."""
+        url = self.config.url
+        for attempt in range(self.config.retries + 1):
+            try:
+                async with self.client().post(url, json=body) as response:
+                    text = await response.text()
+                    if response.status >= 500:
+                        raise Unreachable(f"HTTP {response.status}", self.redact(text[:200]))
+                    if response.status >= 400:
+                        raise ValueError(f"the agent answered HTTP {response.status}: {self.redact(text[:300])}")
+                    try:
+                        data = json.loads(text)
+                    except json.JSONDecodeError:
+                        raise ValueError(f"the agent's answer is not JSON: {self.redact(text[:200])!r}") from None
+                    version = response.headers.get("X-Agent-Version")
+                    if version is None and isinstance(data, dict) and isinstance(data.get("version"), str):
+                        version = data["version"]
+                    return data, version
+            except (Unreachable, aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError,
+                    aiohttp.ClientOSError, asyncio.TimeoutError) as exc:
+                failure = exc if isinstance(exc, Unreachable) else _unreachable(exc, self.config)
+                if attempt >= self.config.retries:
+                    raise failure from None
+                await asyncio.sleep(min(0.5 * 2 ** attempt, 5.0))
+        raise AssertionError("unreachable")
+
+
+def _unreachable(exc: BaseException, config: HttpConfig) -> Unreachable:
+    if isinstance(exc, asyncio.TimeoutError):
+        return Unreachable("timeout", f"no answer within {config.timeout:g} s")
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) or "Name or service not known" in str(exc):
+        return Unreachable("DNS", str(exc))
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Unreachable("connection refused", str(exc.os_error or exc))
+    return Unreachable("connection lost", str(exc))
 
 
 class HttpAgent(Agent):
@@ -69,22 +193,112 @@ class HttpAgent(Agent):
 
     Config = HttpConfig
 
-    async def step(self, messages, tools):
+    @classmethod
+    async def prepare(cls, config: HttpConfig, env: Any) -> AgentSetup:
+        headers: dict[str, str] = {}
+        for name, value in config.headers.items():
+            if isinstance(value, FromEnv):
+                if value.env not in os.environ:
+                    raise AgentUnavailable(f"header {name}: the environment variable {value.env} "
+                                           "is not set")
+                headers[name] = os.environ[value.env]
+            else:
+                headers[name] = value
+        shared = HttpShared(config, headers)
+        setup = AgentSetup(shared=shared, describe=config.url, closers=[shared.close])
         try:
-            timeout = aiohttp.ClientTimeout(total=self.config.timeout)
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.post(self.config.url, json={"messages": messages,
-                                                               "tools": tools}) as response:
-                    if response.status >= 400:
-                        return AgentTurn(error=f"agent endpoint answered {response.status}")
-                    data = await response.json(content_type=None)
-            return turn_from(data)
-        except (aiohttp.ClientError, asyncio.TimeoutError, KeyError, TypeError, ValueError) as exc:
-            return AgentTurn(error=f"agent endpoint failed: {type(exc).__name__}: {exc}")
+            reported = await _preflight(shared, env)
+        except BaseException:
+            await shared.close()
+            raise
+        version = config.version or reported
+        setup.identity = f"version:{version}" if version else None
+        return setup
 
+    @property
+    def turn_timeout(self) -> float | None:
+        return None  # each request has the timeout, and retries have their own back-off
+
+    def _shared(self) -> HttpShared:
+        shared = self.setup.shared
+        if shared is None:  # a step run on its own, outside a run
+            shared = self.setup.shared = HttpShared(self.config, {})
+        return shared
+
+    async def step(self, messages, tools):
+        shared = self._shared()
+        conversation = f"{getattr(self.ctx, 'run_id', '') or 'run'}:{getattr(self.ctx, 'item', '') or id(self)}"
+        try:
+            data, _ = await shared.post({"messages": messages, "tools": tools,
+                                         "conversation_id": conversation})
+            return turn_from(data)
+        except Unreachable as exc:
+            return AgentTurn(error=f"agent unreachable ({exc.cause}): {shared.redact(str(exc))} "
+                                   f"[{self.config.url}]", infra=True)
+        except (KeyError, TypeError, ValueError) as exc:
+            return AgentTurn(error=f"the agent's answer is not a turn: {shared.redact(str(exc))}")
+
+
+async def _preflight(shared: HttpShared, env: Any) -> str | None:
+    """A health request, or a one-message conversation whose answer must parse as a turn; the
+    version the endpoint reports."""
+    config = shared.config
+    try:
+        if config.health_url:
+            try:
+                async with shared.client().get(config.health_url) as response:
+                    text = await response.text()
+                    if response.status >= 400:
+                        raise AgentUnavailable(f"{config.health_url} answered HTTP {response.status}")
+                    version = response.headers.get("X-Agent-Version")
+                    if version is None:
+                        try:
+                            data = json.loads(text)
+                            version = data.get("version") if isinstance(data, dict) else None
+                        except json.JSONDecodeError:
+                            pass
+                    return version if isinstance(version, str) else None
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                raise _unreachable(exc, config) from None
+        tools = [t.openai_schema() for t in env.tools.values()] if env is not None else []
+        data, version = await shared.post({
+            "messages": [{"role": "system", "content": env.prompt if env is not None else ""},
+                         {"role": "user", "content": "Hello."}],
+            "tools": tools, "conversation_id": "intellagent-preflight"})
+        turn_from(data)
+        return version
+    except Unreachable as exc:
+        raise AgentUnavailable(f"{config.url}: {shared.redact(str(exc))}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AgentUnavailable(f"{config.url}: its answer to a one-message conversation is not a "
+                               f"turn: {shared.redact(str(exc))}") from None
+
+
+# -- python ----------------------------------------------------------------------------------------
 
 class PythonConfig(StrictModel):
     callable: str = Field(description="'module:function' or 'file.py:function'.")
+    timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds one turn may take.")
+    version: str | None = Field(default=None, max_length=200, description="The agent's version: its "
+                                "dialogs are then reused for the same version only. `code`: the "
+                                "hash of its package's source, so an edit makes new dialogs.")
+
+
+def code_version(fn: Any) -> str:
+    """A hash of the source of ``fn``'s top-level package (every .py file under it), or of its
+    module's file when it is not in a package."""
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    path = Path(inspect.getsourcefile(fn) or "")
+    top = (getattr(module, "__package__", "") or "").split(".")[0] if module else ""
+    files = [path]
+    if top and top in sys.modules and getattr(sys.modules[top], "__file__", None):
+        root = Path(sys.modules[top].__file__).parent
+        files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file.name).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class PythonAgent(Agent):
@@ -107,11 +321,37 @@ class PythonAgent(Agent):
             return f"python agent: {exc}"
         return None if callable(fn) else f"python agent: '{config.callable}' is not callable"
 
-    async def step(self, messages, tools):
+    @classmethod
+    async def prepare(cls, config: PythonConfig, env: Any) -> AgentSetup:
         try:
+            fn = resolve(config.callable, Path.cwd())
+        except ReferenceError_ as exc:
+            raise AgentUnavailable(f"{config.callable}: {exc}") from None
+        if not callable(fn):
+            raise AgentUnavailable(f"{config.callable} is not callable")
+        try:
+            inspect.signature(fn).bind(None, None)
+        except TypeError:
+            raise AgentUnavailable(f"{config.callable} does not take (messages, tools)") from None
+        except ValueError:
+            pass  # a builtin without a signature: it will tell at the first turn
+        version = code_version(fn) if config.version == "code" else config.version
+        return AgentSetup(identity=f"version:{version}" if version else None, describe=config.callable)
+
+    async def step(self, messages, tools):
+        offload = getattr(self.ctx, "offload", None)
+        if inspect.iscoroutinefunction(self.fn) or offload is None:
             result = self.fn(messages, tools)
             if inspect.isawaitable(result):
                 result = await result
+        else:
+            try:  # a sync agent in a thread: it never holds up the other conversations
+                result = await offload.run(self.fn, messages, tools, timeout=self.config.timeout)
+            except OffloadTimeout:
+                return AgentTurn(error=f"the agent did not answer within {self.config.timeout:g} s")
+            except OffloadCrash as exc:  # the agent's own failure: reported, the run goes on
+                return AgentTurn(error=str(exc))
+        try:
             return turn_from(result)
-        except Exception as exc:  # the agent's own failure: reported, the run goes on
-            return AgentTurn(error=f"{type(exc).__name__}: {exc}")
+        except (KeyError, TypeError, ValueError) as exc:
+            return AgentTurn(error=f"the agent's answer is not a turn: {exc}")

@@ -96,6 +96,32 @@ def most_specific_view(value: Any, views: list[Any]) -> Any:
     return next((by_type[t] for t in type(value).__mro__ if t in by_type), None)
 
 
+def _provenance_rows(info: Any) -> str:
+    """What was tested, beyond the names: the agent's endpoint and identity, the files put in
+    place of the environment's own, the content hashes, the models' endpoints, the version."""
+    p = info.provenance
+    if p is None:
+        return "<tr><th>what was tested</th><td class=muted>not recorded for this run</td></tr>"
+    rows = []
+    if p.agent is not None:
+        identity = p.agent.identity or "a black box (no version: its dialogs are not reused across runs)"
+        rows.append(("agent", f"{_e(p.agent.use)} <code>{_e(p.agent.endpoint or '')}</code> — {_e(identity)}"))
+        if p.agent.options:
+            rows.append(("agent options", f"<code>{_e(json.dumps(p.agent.options, ensure_ascii=False))}</code>"))
+    for what, ref in (("data", p.data), ("prompt", p.prompt)):
+        if ref is not None:
+            rows.append((f"{what} override", f"<code>{_e(ref.path)}</code> sha256 <code>{_e(ref.sha256[:16])}</code>"))
+    rows.append(("content hashes", f"environment <code>{_e(p.environment_hash[:16])}</code>, pipeline "
+                                   f"<code>{_e(p.pipeline_hash[:16])}</code>"))
+    endpoints = [f"{_e(r)}: <code>{_e(m.base_url)}</code>" for r, m in p.models.items() if m.base_url]
+    if endpoints:
+        rows.append(("model endpoints", ", ".join(endpoints)))
+    rows.append(("IntellAgent", _e(p.intellagent)))
+    for step, sources in info.reused.items():
+        rows.append((f"{step} reused", ", ".join(f"{n} from {_e(r)}" for r, n in sources.items())))
+    return "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
+
+
 def _e(text: object) -> str:
     return html.escape(str(text))
 
@@ -215,7 +241,8 @@ class HtmlReporter(Reporter):
                f"<tr><th>pipeline</th><td>{_e(info.pipeline)} <span class=muted>{_e(info.description)}</span></td></tr>"
                f"<tr><th>environment</th><td>{_e(info.environment)} {_e(info.environment_version)}</td></tr>"
                f"<tr><th>agent under test</th><td>{_e(info.agent or '–')}</td></tr>"
-               f"<tr><th>models</th><td>{models}</td></tr><tr><th>seed</th><td>{info.seed}</td></tr></table>\n")
+               f"<tr><th>models</th><td>{models}</td></tr><tr><th>seed</th><td>{info.seed}</td></tr>"
+               + _provenance_rows(info) + "</table>\n")
         yield "<section id=summary><h2>Summary</h2>"
         if report.outcomes:
             yield ("<p>Items: " + ", ".join(f"<b class={_css_status(k)}>{v} {_e(k)}</b>"
@@ -317,7 +344,12 @@ class HtmlReporter(Reporter):
             models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items())
             parts.append(f"<tr><th>{label}</th><td><code>{_e(info.run_id)}</code></td><td>{_e(info.pipeline)}</td>"
                          f"<td>{_e(info.agent or '–')}</td><td>{models}</td></tr>")
-        parts.append("</table><section id=shared><h2>Items reused from A</h2><table><tr><th>step</th>"
+        parts.append("</table><section id=tested><h2>What differs in what was tested</h2>"
+                     + ("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in comparison.differences) + "</ul>"
+                        if comparison.differences else "<p>Nothing: the same environment, data, prompt, "
+                                                       "agent, models, pipeline and seed.</p>")
+                     + "</section>")
+        parts.append("<section id=shared><h2>Items reused from A</h2><table><tr><th>step</th>"
                      "<th>identical</th><th>in both</th></tr>")
         parts += [f"<tr><td>{_e(step)}</td><td class=num>{same}</td><td class=num>{n}</td></tr>"
                   for step, (same, n) in comparison.shared.items()]

@@ -14,6 +14,7 @@ from intellagent.llm.types import ToolCall
 
 class TauOracleAgent(Agent):
     needs_ground_truth = True
+    black_box = False  # its turns follow from the ground truth alone
 
     def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:
         super().__init__(config, ctx, ground_truth)

@@ -61,6 +61,7 @@ class OracleAgent(Agent):
     """Makes the ground-truth calls of each turn, then says the ground-truth reply."""
 
     needs_ground_truth: ClassVar[bool] = True
+    black_box: ClassVar[bool] = False  # its turns follow from the ground truth alone
     behaviour: ClassVar[str] = "oracle"
 
     def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:

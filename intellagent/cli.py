@@ -24,15 +24,22 @@ STORE_OPTION = click.option(
 class Context:
     """What every command shares: the registry, built once and only when needed."""
 
-    def __init__(self, plugins: tuple = (), entry_points: bool = True) -> None:
+    def __init__(self, plugins: tuple = (), entry_points: bool = True, disable: tuple = (),
+                 quiet_broken: bool = False) -> None:
         self._plugins = plugins
         self._entry_points = entry_points
+        self.disable = disable
+        self.quiet_broken = quiet_broken  # `plugins` lists them itself
         self._registry: Registry | None = None
 
     @property
     def registry(self) -> Registry:
         if self._registry is None:
-            self._registry = load_registry(entry_points=self._entry_points, plugins=self._plugins)
+            self._registry = load_registry(entry_points=self._entry_points, plugins=self._plugins,
+                                           disable=self.disable)
+            if not self.quiet_broken:
+                for broken in self._registry.pm.broken:
+                    _warn(f"{broken.line()}; going on without it")
             for line in self._registry.deprecations:
                 _warn(line)
             self._registry.on_deprecation = _warn
@@ -86,8 +93,14 @@ def _fail(exc: IntellagentError) -> None:
 
 @click.group(cls=IntellagentGroup)
 @click.version_option(__version__, prog_name="intellagent")
-def cli() -> None:
+@click.option("--disable-plugin", "disable", multiple=True, metavar="NAME",
+              help="Skip an installed plugin (its entry point or distribution name); also "
+                   "INTELLAGENT_DISABLE_PLUGINS=a,b.")
+@click.pass_context
+def cli(ctx: click.Context, disable: tuple[str, ...]) -> None:
     """Test conversational agents against policy-targeted simulated users."""
+    if disable:
+        ctx.obj.disable = tuple(ctx.obj.disable) + disable
 
 
 @cli.command()
@@ -107,7 +120,14 @@ def envs(obj: Context) -> None:
 @cli.command()
 @click.pass_obj
 def plugins(obj: Context) -> None:
-    """List plugins: distribution, version, hooks implemented, names registered."""
+    """List plugins: distribution, version, hooks implemented, names registered; and those that
+    failed to import or were disabled."""
+    obj.quiet_broken = True
+    for broken in obj.registry.pm.broken:
+        click.echo(f"{broken.distribution} {broken.version}  {broken.name}  BROKEN")
+        click.echo(f"    failed to import {broken.value}: {broken.error}")
+    for name in obj.registry.pm.disabled:
+        click.echo(f"{name}  disabled")
     for info in obj.registry.plugins():
         dist = (f"{info.provider.distribution} {info.provider.version}"
                 if info.provider.distribution else "(not installed)")
@@ -312,19 +332,27 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
               "when this run resumes an unfinished one (which otherwise rewrites that run's).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o.")
+@click.option("--fail-under", "fail_under", multiple=True, metavar="PATH=NUMBER",
+              help="A gate: exit 1 when the metric PATH (success, by-category.authentication) is "
+                   "under NUMBER. Repeatable; adds to the pipeline's gates.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
         store_url: str | None, executor: str | None, workers: int | None,
-        ray_address: str | None, new_report: bool, settings: tuple[str, ...]) -> None:
+        ray_address: str | None, new_report: bool, settings: tuple[str, ...],
+        fail_under: tuple[str, ...]) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
-    a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N)."""
+    a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N).
+    Exit codes: 0 every gate held, 1 a gate failed, 2 bad input, 3 the run could not finish
+    (items left with infra errors, the budget spent)."""
     import asyncio
 
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path
+    from intellagent.gates import fail_under as fail_under_gate
+    from intellagent.gates import unknown_gate_metric
     from intellagent.plan import load_plan, model_overrides
     from intellagent.runner import run_plan
     from intellagent.store import open_store
@@ -348,12 +376,19 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         overrides += model_overrides(model)
     overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
     plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
+    gates = list(plan.gates)
+    for text in fail_under:
+        gate = fail_under_gate(text)
+        problem = unknown_gate_metric(gate, plan.metrics)
+        if problem:
+            raise IntellagentError(problem, item=f"--fail-under {text}")
+        gates.append(gate)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
     store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
-                                  until=until, new_report=new_report))
+                                  until=until, new_report=new_report, gates=gates))
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -376,7 +411,9 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     for s in report.steps:
         for warning, n in s.warnings.items():
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
-    unfinished = sum(n for s in report.steps for k, n in s.statuses.items() if k == "infra-error")
+    for gate in report.gates:
+        click.echo(f"  {gate.line()}")
+    unfinished = report.unfinished
     if report.info.status != "done":
         click.echo(f"  run status: {report.info.status}")
     elif unfinished:
@@ -384,6 +421,18 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
                    "same command again to retry them")
     for path in result.paths:
         click.echo(f"report: {path}")
+    sys.exit(exit_code(report))
+
+
+#: The exit codes of ``run`` (README: Gates and exit codes).
+EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
+
+
+def exit_code(report: Any) -> int:
+    """3 when the run could not finish (then its gates say nothing), else 1 when a gate failed."""
+    if report.info.status != "done" or report.unfinished:
+        return EXIT_UNFINISHED
+    return EXIT_GATE if any(not g.held for g in report.gates) else EXIT_OK
 
 
 def _agent_lines(report: Any) -> list[str]:
@@ -458,13 +507,15 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
 @click.option("--changes", default=20, show_default=True, help="Item changes to list.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a rate of B is worse than "
+              "A's and the 95 % interval of the difference excludes 0.")
 @STORE_OPTION
 @click.pass_obj
 def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
-            store_url: str | None) -> None:
-    """Compare two runs (e.g. two agents, or two versions of one, on the same events): items
-    reused, outcome changes per item, every rate's change with a 95 % interval; also written as
-    compare-A-B.html beside the runs."""
+            fail_on_regression: bool, store_url: str | None) -> None:
+    """Compare two runs (e.g. two agents, or two versions of one, on the same events): what
+    differs in what they tested, items reused, outcome changes per item, every rate's change
+    with a 95 % interval; also written as compare-A-B.html beside the runs."""
     from intellagent.compare import compare as make
     from intellagent.report import load_run
 
@@ -496,6 +547,14 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
         writer = getattr(reporter, "write_comparison", None)
         if writer is not None:
             click.echo(f"report: {writer(result, folder)}")
+    regressions = [d for d in result.deltas if d.regressed]
+    if fail_on_regression:
+        for d in regressions:
+            group = ", ".join(f"{k} {v}" for k, v in d.group.items())
+            click.echo(f"regression: {d.metric}{' [' + group + ']' if group else ''}: {d.text()}")
+        click.echo(f"{len(regressions)} regression(s) whose 95 % interval excludes no change")
+        if regressions:
+            sys.exit(EXIT_GATE)
 
 
 @cli.command()
@@ -561,5 +620,5 @@ def main() -> None:
             raise
         click.echo(f"internal error: {type(exc).__name__}: {exc} "
                    "(set INTELLAGENT_DEBUG=1 for the traceback)", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_UNFINISHED)
 

@@ -22,12 +22,21 @@ class ItemChange(BaseModel):
 class RateDelta(BaseModel):
     metric: str
     title: str
+    column: str = "rate"
+    better: str = Field(default="higher", description="Which way is better for this rate.")
     group: dict[str, Any] = Field(default_factory=dict)
     a: dict[str, Any]
     b: dict[str, Any]
     delta: float | None = None
     low: float | None = None
     high: float | None = None
+
+    @property
+    def regressed(self) -> bool:
+        """B is worse than A and the 95 % interval of the difference excludes 0."""
+        if self.delta is None:
+            return False
+        return self.high < 0 if self.better == "higher" else self.low > 0
 
     def text(self) -> str:
         def rate(r: dict) -> str:
@@ -89,7 +98,7 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
     deltas = []
     for name, mb in report_b.metrics.items():
         ma = report_a.metrics.get(name)
-        rate_columns = [c.key for c in mb.columns if c.kind == "rate"]
+        rate_columns = [c for c in mb.columns if c.kind == "rate"]
         if ma is None or not rate_columns:
             continue
         labels = [c.key for c in mb.columns if c.group]
@@ -100,9 +109,10 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
             if row_a is None:
                 continue
             for column in rate_columns:
-                ra, rb = row_a[column], row[column]
+                ra, rb = row_a[column.key], row[column.key]
                 diff = difference((ra["passed"], ra["n"]), (rb["passed"], rb["n"]))
-                deltas.append(RateDelta(metric=name, title=mb.title, group=dict(zip(labels, group)), a=ra,
-                                        b=rb, **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
+                deltas.append(RateDelta(metric=name, title=mb.title, column=column.key, better=column.better,
+                                        group=dict(zip(labels, group)), a=ra, b=rb,
+                                        **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
     return Comparison(a=report_a.info, b=report_b.info, differences=differences, shared=shared, changes=changes,
                       transitions=dict(transitions.most_common()), deltas=deltas)

@@ -69,6 +69,8 @@ class Column(BaseModel):
     kind: Literal["text", "number", "rate", "percent"] = "text"
     group: bool = Field(default=False, description="The column names the row's group (a label "
                                                    "value): rows of two runs match on these.")
+    better: Literal["higher", "lower"] = Field(default="higher", description="Which way is better "
+                                               "(an error rate: lower): compare reads it.")
 
 
 class Chart(BaseModel):

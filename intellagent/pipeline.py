@@ -130,6 +130,10 @@ class PipelineSpec(StrictModel):
         default_factory=lambda: ["html", "json", "csv"],
         description="Reporters writing the run's report: plugin names, or {use, with} for one with "
                     "options (html: items_per_page).")
+    gates: list[str] = Field(default_factory=list, description="Thresholds that decide a CI job: "
+                             "'PATH OP NUMBER' on the run's metrics ('success >= 0.8', "
+                             "'by-category.authentication >= 0.9'); a run whose gate fails exits "
+                             "1 (README: Gates and exit codes).")
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
     executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),

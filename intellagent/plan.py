@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
+from intellagent.gates import Gate, parse_gate, unknown_gate_metric
 from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
 from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
@@ -142,6 +143,7 @@ class Plan:
     agent_config: Any = None
     metrics: dict[str, Any] = field(default_factory=dict)  # name → configured metric
     reporters: list[Any] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
     executor: Any = None
     roles: dict[str, str] = field(default_factory=dict)  # every declared role → description
 
@@ -565,6 +567,15 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
         if problem:
             raise checker.error(loc, problem)
         plan.metrics[name] = metric
+    for i, text in enumerate(spec.gates):
+        try:
+            gate = parse_gate(text, f"gates[{i}]")
+        except IntellagentError as exc:
+            raise checker.error(("gates", i), exc.message) from None
+        problem = unknown_gate_metric(gate, plan.metrics)
+        if problem:
+            raise checker.error(("gates", i), problem)
+        plan.gates.append(gate)
     for i, entry in enumerate(spec.report):
         ref = entry if isinstance(entry, PluginRef) else PluginRef(use=entry)
         component, config = _resolve(registry, checker, "reporter", ref, ("report", i))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata as md
+import os
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -75,23 +76,55 @@ class PluginInfo:
     registered: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """An installed plugin that failed to import: every command goes on without it."""
+
+    name: str
+    distribution: str
+    version: str
+    value: str
+    error: str
+
+    def line(self) -> str:
+        return (f"plugin '{self.name}' ({self.value}) of {self.distribution} {self.version} failed "
+                f"to import: {self.error}")
+
+
+DISABLE_VARIABLE = "INTELLAGENT_DISABLE_PLUGINS"
+
+
 class PluginManager(pluggy.PluginManager):
-    """pluggy's manager, remembering the distribution behind each entry-point plugin."""
+    """pluggy's manager, remembering the distribution behind each entry-point plugin, the ones
+    that failed to import, and the ones disabled."""
 
     def __init__(self) -> None:
         super().__init__(ENTRY_POINT_GROUP)
         self.distributions: dict[int, tuple[str, str]] = {}
+        self.broken: list[BrokenPlugin] = []
+        self.disabled: list[str] = []
 
 
-def get_plugin_manager(*, entry_points: bool = True, plugins: Iterable[Any] = ()) -> PluginManager:
-    """A fresh plugin manager: the hook specs, installed plugins (entry points) and ``plugins``.
+def disabled_plugins(extra: Iterable[str] = ()) -> set[str]:
+    """Plugin names to skip: ``INTELLAGENT_DISABLE_PLUGINS=a,b`` and ``--disable-plugin``; a name
+    is an entry point's (``tooltalk``), a distribution's (``acme-envs``) or both
+    (``acme-envs:retail``)."""
+    names = {n.strip() for n in os.environ.get(DISABLE_VARIABLE, "").split(",") if n.strip()}
+    return names | {n.strip() for n in extra if n.strip()}
+
+
+def get_plugin_manager(*, entry_points: bool = True, plugins: Iterable[Any] = (),
+                       disable: Iterable[str] = ()) -> PluginManager:
+    """A fresh plugin manager: the hook specs, installed plugins (entry points, but those named in
+    ``disable`` or ``INTELLAGENT_DISABLE_PLUGINS``; one that fails to import is recorded as
+    broken, not raised) and ``plugins``.
 
     A hook implementation whose name matches no spec is an error (``check_pending``).
     """
     pm = PluginManager()
     pm.add_hookspecs(hookspecs)
     if entry_points:
-        _load_entry_points(pm)
+        _load_entry_points(pm, disabled_plugins(disable))
     try:
         for plugin in plugins:
             if not pm.is_registered(plugin):
@@ -119,7 +152,7 @@ def _hook_names() -> list[str]:
     return [n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "intellagent_spec")]
 
 
-def _load_entry_points(pm: PluginManager) -> None:
+def _load_entry_points(pm: PluginManager, disabled: set[str]) -> None:
     seen: set[str] = set()
     for dist in md.distributions():
         dist_name = dist.metadata["Name"]
@@ -129,12 +162,15 @@ def _load_entry_points(pm: PluginManager) -> None:
         for ep in dist.entry_points:
             if ep.group != ENTRY_POINT_GROUP:
                 continue
+            if {ep.name, dist_name, f"{dist_name}:{ep.name}"} & disabled:
+                pm.disabled.append(f"{dist_name}:{ep.name}")
+                continue
             try:
                 plugin = ep.load()
             except Exception as exc:  # a broken plugin names itself, never a traceback
-                raise RegistryError(
-                    f"plugin '{ep.name}' ({ep.value}) of distribution {dist_name} {dist.version} "
-                    f"failed to import: {type(exc).__name__}: {exc}") from None
+                pm.broken.append(BrokenPlugin(ep.name, dist_name, dist.version, ep.value,
+                                              f"{type(exc).__name__}: {exc}"))
+                continue
             if pm.is_registered(plugin):
                 continue
             pm.distributions[id(plugin)] = (dist_name, dist.version)
@@ -233,7 +269,8 @@ class Registry:
                 raise RegistryError(f"'{name}' is {_article(label)} {label}, not {_article(kind)} "
                                     f"{kind} ({kind}s: {shorts})")
         known = ", ".join(sorted(table)) or "none"
-        raise RegistryError(f"no {kind} named '{name}' (known: {known})")
+        broken = "".join(f"; {b.line()}, and it may provide it" for b in self.pm.broken)
+        raise RegistryError(f"no {kind} named '{name}' (known: {known}){broken}")
 
     def _find(self, kind: str, name: str) -> Component | None:
         table = self.components[kind]
@@ -300,6 +337,7 @@ def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
 
 
-def load_registry(*, entry_points: bool = True, plugins: Iterable[Any] = ()) -> Registry:
+def load_registry(*, entry_points: bool = True, plugins: Iterable[Any] = (),
+                  disable: Iterable[str] = ()) -> Registry:
     """Build the registry from installed plugins (and any given plugin objects)."""
-    return Registry(get_plugin_manager(entry_points=entry_points, plugins=plugins))
+    return Registry(get_plugin_manager(entry_points=entry_points, plugins=plugins, disable=disable))

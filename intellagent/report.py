@@ -13,12 +13,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from intellagent.errors import IntellagentError
+from intellagent.gates import Gate, GateResult, evaluate
 from intellagent.metrics import MetricResult
 from intellagent.model import StrictModel
 from intellagent.plan import plan_from_data
 from intellagent.provenance import Provenance
 from intellagent.results import RunData, StepSummary, outcomes, summarize
-from intellagent.steps import NoOptions
+from intellagent.steps import UNFINISHED, NoOptions
 
 
 class Reporter:
@@ -64,13 +65,20 @@ class RunReport(BaseModel):
                                      "first fan-out ended: each at the last step it reached.")
     metrics: dict[str, MetricResult] = Field(default_factory=dict)
     cost: list[dict[str, Any]] = Field(default_factory=list)
+    gates: list[GateResult] = Field(default_factory=list, description="Each gate, its value and "
+                                    "whether it held.")
+
+    @property
+    def unfinished(self) -> int:
+        """Items that could not finish (an infra error, a budget stop): a re-run retries them."""
+        return sum(n for s in self.steps for k, n in s.statuses.items() if k in UNFINISHED)
 
     def headlines(self) -> list[str]:
         return [m.headline for m in self.metrics.values() if m.headline]
 
 
 def build_report(plan: Any, data: Any, info: RunInfo, store: Any,
-                 steps: list[StepSummary] | None = None) -> RunReport:
+                 steps: list[StepSummary] | None = None, gates: list[Gate] | None = None) -> RunReport:
     """A run's report from its items in the store: every metric recomputed, the funnel
     (``steps``, when the caller has it already), the outcomes and the cost. ``run`` and
     ``report`` both reduce a run through here."""
@@ -78,7 +86,8 @@ def build_report(plan: Any, data: Any, info: RunInfo, store: Any,
     for name, result in metrics.items():
         result.name = name
     return RunReport(info=info, steps=steps if steps is not None else summarize(data),
-                     outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(info.run_id))
+                     outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(info.run_id),
+                     gates=evaluate(plan.gates if gates is None else gates, metrics))
 
 
 def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, Any]:

@@ -69,8 +69,10 @@ class Runner:
     def __init__(self, plan: Plan, env: Environment, *, store: Store, llm: LLM,
                  registry: Registry, workspace: Path | None = None, hooks: Any = None,
                  until: str | None = None, progress_stream: Any = None,
-                 new_report: bool = False, join: str | None = None, name: str = "") -> None:
+                 new_report: bool = False, join: str | None = None, name: str = "",
+                 gates: list[Any] | None = None) -> None:
         self.plan = plan
+        self.gates = plan.gates if gates is None else gates
         self.join = join  # a worker joining this run (of a sharing executor): no report
         self.name = name
         self.new_report = new_report
@@ -223,7 +225,7 @@ class Runner:
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
             report, paths, info = None, [], {}
             if self.until is None:
-                report = build_report(self.plan, data, self.info(status), self.store, steps)
+                report = build_report(self.plan, data, self.info(status), self.store, steps, self.gates)
                 if self.workspace is not None:
                     paths = write_reports(self.plan, report, data, self.workspace, self.registry,
                                           folder=self.report_folder)
@@ -322,14 +324,15 @@ def batch_collector() -> Iterator[None]:
 async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Registry,
                    workspace: Path | None = None, model: str | None = None,
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
-                   progress_stream: Any = None, new_report: bool = False) -> RunResult:
+                   progress_stream: Any = None, new_report: bool = False,
+                   gates: list[Any] | None = None) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
-                    new_report=new_report)
+                    new_report=new_report, gates=gates)
     with batch_collector():
         return await runner.run()
 

@@ -311,7 +311,8 @@ def test_plugin_command_clashing_with_a_builtin(runner):
 
 
 def test_plugin_that_fails_to_import_names_itself(tmp_path):
-    """Black box: an installed distribution whose entry point cannot be imported."""
+    """Black box: an installed distribution whose entry point cannot be imported: one warning
+    naming it, and the command goes on without it (tests/test_broken_plugins.py)."""
     dist = tmp_path / "site" / "brokenplug-1.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 1.0\n")
@@ -319,11 +320,11 @@ def test_plugin_that_fails_to_import_names_itself(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
     proc = subprocess.run([sys.executable, "-m", "intellagent", "envs"], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
-    assert "plugin 'broken' (brokenplug_missing.plugin) of distribution brokenplug 1.0 failed to " \
-           "import: ModuleNotFoundError" in lines[0]
+    assert "plugin 'broken' (brokenplug_missing.plugin) of brokenplug 1.0 failed to " \
+           "import: ModuleNotFoundError" in lines[0] and "going on without it" in lines[0]
 
 
 def test_console_shows_no_traceback_for_bad_yaml(shop):
@@ -388,7 +389,7 @@ def test_data_folders_that_cannot_be(runner, tmp_path):
 def test_report_format_must_name_a_reporter(runner, tmp_path):
     assert runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path)]).exit_code == 0
     result = runner.invoke(cli, ["report", "--format", "html,weighted-walk", "--workspace", str(tmp_path)])
-    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: apigen-mt/export, csv, html, json)")
+    assert_one_clean_line(result, "--format", "'weighted-walk' is a sampler, not a reporter (reporters: apigen-mt/export, csv, html, json, junit)")
 
 
 def test_a_folder_does_not_hide_an_installed_environment_of_that_name(runner, tmp_path, shop, monkeypatch):

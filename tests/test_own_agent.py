@@ -353,7 +353,7 @@ def test_an_agent_that_goes_away_mid_run_leaves_infra_errors_counted_by_cause(ru
         result = run(runner, tmp_path, *http_agent(endpoint.url, retries=0))
     finally:
         endpoint.server.shutdown()
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # the run could not finish: not a failing agent
     assert "could not reach the agent" in result.stdout
     statuses = {i["status"] for i in report(tmp_path)["items"] if i["step"] == "dialogs"}
     assert statuses == {"infra-error"}  # retried by the next run, never counted against the agent
@@ -459,7 +459,7 @@ def test_a_tool_that_sleeps_60_s_times_out_and_the_run_finishes(shop, tmp_path):
                            *python_agent("tests.test_own_agent:slow_agent")],
                           capture_output=True, text=True, timeout=120, cwd=REPO,
                           env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # its dialogs could not finish: not the agent's fault
     assert time.monotonic() - started < 50, "the run waited for the tool"
     rep = report(tmp_path / "ws")
     dialogs = [i for i in rep["items"] if i["step"] == "dialogs"]

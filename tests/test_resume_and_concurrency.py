@@ -83,7 +83,7 @@ def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
 def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
     ws = ["--workspace", str(tmp_path)]
     stopped = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1.0", *PRICED, *ws])
-    assert stopped.exit_code == 0, stopped.output
+    assert stopped.exit_code == 3, stopped.output  # the run could not finish
     assert "run status: budget-exhausted" in stopped.stdout
     report = report_of(tmp_path)
     statuses = {i["status"] for i in report["items"]}
@@ -104,9 +104,10 @@ def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
 def test_a_resumed_run_writes_a_new_folder_only_when_asked(runner, tmp_path):
     ws = ["--workspace", str(tmp_path)]
     args = ["run", "airline", "--events", "4", "--budget", "0.5", *PRICED, *ws]
-    assert runner.invoke(cli, args).exit_code == 0
-    assert runner.invoke(cli, args).exit_code == 0  # still stopped by the budget: same folder
+    assert runner.invoke(cli, args).exit_code == 3  # stopped by the budget: could not finish
+    assert runner.invoke(cli, args).exit_code == 3  # still stopped by the budget: same folder
     assert len(list(tmp_path.glob("runs/*"))) == 1
+    # a run of its own: it reuses what the stopped runs made, and the rest fits its own budget
     assert runner.invoke(cli, args + ["--new-report"]).exit_code == 0
     assert len(list(tmp_path.glob("runs/*"))) == 2
     with sqlite3.connect(tmp_path / "intellagent.db") as conn:

@@ -68,7 +68,7 @@ class PoliciesMetric(Metric):
                      Column(key="targeted", label="targeted", kind="number"),
                      Column(key="exercised", label="exercised", kind="number"),
                      Column(key="violated", label="violated", kind="number"),
-                     Column(key="violation_rate", label="violation rate", kind="rate"),
+                     Column(key="violation_rate", label="violation rate", kind="rate", better="lower"),
                      Column(key="reasons", label="judge's reasons")],
             rows=rows)
 

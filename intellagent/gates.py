@@ -1,0 +1,130 @@
+"""Gates: thresholds on a run's metrics that decide a CI job.
+
+A gate is ``PATH OP NUMBER`` (``success >= 0.8``, ``by-category.authentication >= 0.9``,
+``invalid-events.items <= 2``), from a pipeline's ``gates:`` list or ``--fail-under PATH=NUMBER``
+(``PATH >= NUMBER``). The path names a metric, then optionally a group (a row whose group column
+has that value) and a value key; without a key it is the metric's (or the row's) main figure: a
+rate, else a ratio or mean, else its only number. A gate whose value does not exist, or is empty
+(nothing scored), does not hold.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from intellagent.errors import IntellagentError
+
+OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, ">": operator.gt,
+                                                   "<=": operator.le, "<": operator.lt}
+_GATE = re.compile(r"^\s*([A-Za-z0-9_.^/-]+)\s*(>=|<=|>|<)\s*(-?[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\s*$")
+MAIN = ("rate", "value", "mean", "pass^1")  # a metric's (or row's) main figure, by preference
+
+
+class Gate(BaseModel):
+    path: str
+    op: str
+    threshold: float
+    source: str = ""  # where it was set (the pipeline, --fail-under)
+
+    def text(self) -> str:
+        return f"{self.path} {self.op} {self.threshold:g}"
+
+
+class GateResult(BaseModel):
+    gate: Gate
+    value: float | None
+    held: bool
+    why: str = ""
+
+    def line(self) -> str:
+        shown = "–" if self.value is None else f"{self.value:.4g}"
+        outcome = "held" if self.held else "FAILED"
+        return f"gate {self.gate.text()}: {shown} {outcome}" + (f" ({self.why})" if self.why else "")
+
+
+def parse_gate(text: str, source: str) -> Gate:
+    """``PATH OP NUMBER``; bad input is one line naming where it came from."""
+    found = _GATE.match(text)
+    if not found:
+        raise IntellagentError(f"not a gate: {text!r} (write PATH OP NUMBER, e.g. 'success >= 0.8')",
+                               item=source)
+    return Gate(path=found.group(1), op=found.group(2), threshold=float(found.group(3)), source=source)
+
+
+def fail_under(text: str) -> Gate:
+    """``--fail-under PATH=NUMBER``: the run fails when PATH is under NUMBER."""
+    path, eq, number = text.partition("=")
+    if not eq:
+        raise IntellagentError("expected PATH=NUMBER, e.g. --fail-under success=0.8",
+                               item=f"--fail-under {text}")
+    return parse_gate(f"{path} >= {number}", f"--fail-under {text}")
+
+
+def unknown_gate_metric(gate: Gate, metrics: dict[str, Any]) -> str | None:
+    """A gate naming no metric of the pipeline, or None."""
+    parts = gate.path.split(".")
+    if any(".".join(parts[:cut]) in metrics for cut in range(len(parts), 0, -1)):
+        return None
+    return f"gate '{gate.text()}' names no metric of this pipeline (metrics: {', '.join(metrics) or 'none'})"
+
+
+def _main(values: dict[str, Any]) -> float | None:
+    for key in MAIN:
+        if key in values:
+            return _number(values[key])
+    numbers = [v for v in values.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return float(numbers[0]) if len(numbers) == 1 else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, dict):  # a rate cell
+        value = value.get("rate")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def value_of(path: str, metrics: dict[str, Any]) -> tuple[float | None, str]:
+    """The figure ``path`` names in a report's metrics (or None and why not)."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):  # metric names may hold dots: the longest that exists
+        name = ".".join(parts[:cut])
+        if name in metrics:
+            break
+    else:
+        return None, f"no metric '{parts[0]}' (metrics: {', '.join(metrics) or 'none'})"
+    result, rest = metrics[name], parts[cut:]
+    values = result.values if hasattr(result, "values") else result.get("values", {})
+    rows = result.rows if hasattr(result, "rows") else result.get("rows", [])
+    columns = result.columns if hasattr(result, "columns") else result.get("columns", [])
+    if not rest:
+        value = _main(values)
+        if value is None and values and not any(key in values for key in MAIN):
+            return None, f"no single figure: name one ({', '.join(f'{name}.{k}' for k in values)})"
+        return value, "" if value is not None else "nothing scored"
+    if len(rest) == 1 and rest[0] in values:
+        value = _number(values[rest[0]])
+        return value, "" if value is not None else "nothing scored"
+    groups = [c.key if hasattr(c, "key") else c["key"] for c in columns
+              if (c.group if hasattr(c, "group") else c.get("group"))]
+    for row in rows:
+        if any(str(row.get(g)) == rest[0] for g in groups):
+            if len(rest) == 1:
+                value = _main(row)
+            else:
+                value = _number(row.get(".".join(rest[1:])))
+            return value, "" if value is not None else "nothing scored"
+    return None, f"metric '{name}' has no '{'.'.join(rest)}'"
+
+
+def evaluate(gates: list[Gate], metrics: dict[str, Any]) -> list[GateResult]:
+    out = []
+    for gate in gates:
+        value, why = value_of(gate.path, metrics)
+        held = value is not None and OPS[gate.op](value, gate.threshold)
+        out.append(GateResult(gate=gate, value=value, held=held, why=why))
+    return out

@@ -1,0 +1,165 @@
+"""Gates and exit codes for CI (0 every gate held, 1 a gate failed, 2 bad input, 3 the run could
+not finish), JUnit results valid against junit-10.xsd, and compare --fail-on-regression."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from intellagent.cli import cli
+from intellagent.gates import Gate, evaluate, parse_gate, value_of
+from intellagent.metrics import Column, MetricResult
+from intellagent.errors import IntellagentError
+from tests.conftest import REPO
+
+JUNIT_XSD = REPO.parent / "shared" / "datasets" / "junit" / "junit-10.xsd"
+
+METRICS = {
+    "success": MetricResult(name="success", title="Success", values={"rate": 0.6, "n": 10, "passed": 6}),
+    "by-category": MetricResult(name="by-category", title="c", columns=[
+        Column(key="category", label="category", group=True), Column(key="rate", label="r", kind="rate")],
+        rows=[{"category": "authentication/access control", "rate": {"rate": 0.25, "n": 4, "passed": 1}},
+              {"category": "data privacy", "rate": {"rate": None, "n": 0, "passed": 0}}]),
+    "coverage": MetricResult(name="coverage", title="cov", values={"policies": 0.5, "pairs": 0.1}),
+    "pass-hat-k": MetricResult(name="pass-hat-k", title="p", values={"pass^1": 0.7, "pass^2": 0.5}),
+}
+
+
+@pytest.mark.parametrize("path,value", [
+    ("success", 0.6), ("success.n", 10), ("by-category.authentication/access control", 0.25),
+    ("coverage.pairs", 0.1), ("pass-hat-k", 0.7), ("pass-hat-k.pass^2", 0.5),
+])
+def test_a_gate_path_names_a_metric_a_group_and_a_value(path, value):
+    assert value_of(path, METRICS)[0] == value
+
+
+@pytest.mark.parametrize("path,why", [
+    ("by-category.data privacy", "nothing scored"), ("coverage", "no single figure"),
+    ("nope", "no metric 'nope'"), ("by-category.billing", "has no 'billing'"),
+])
+def test_a_gate_without_a_value_does_not_hold(path, why):
+    [result] = evaluate([Gate(path=path, op=">=", threshold=0)], METRICS)
+    assert not result.held and why in result.why
+
+
+def test_gate_operators():
+    results = evaluate([parse_gate(t, "t") for t in ("success >= 0.6", "success > 0.6", "success <= 0.6",
+                                                      "success < 0.7", "coverage.pairs < 0.05")], METRICS)
+    assert [r.held for r in results] == [True, False, True, True, False]
+    with pytest.raises(IntellagentError, match="not a gate"):
+        parse_gate("success => 1", "gates[0]")
+
+
+def run(runner, ws, *extra, events="8"):
+    return runner.invoke(cli, ["run", "education", "--events", events, "--workspace", str(ws), *extra])
+
+
+def test_fail_under_exits_1_when_a_gate_fails_and_0_when_every_gate_holds(runner, tmp_path):
+    held = run(runner, tmp_path / "a", "--fail-under", "success=0", "--fail-under", "coverage.policies=0.1")
+    assert held.exit_code == 0, held.output
+    assert "gate success >= 0:" in held.stdout and "held" in held.stdout
+    failed = run(runner, tmp_path / "b", "--fail-under", "success=1.01")
+    assert failed.exit_code == 1, failed.output
+    assert "gate success >= 1.01:" in failed.stdout and "FAILED" in failed.stdout
+    report = json.loads(next((tmp_path / "b").glob("runs/*/report.json")).read_text())
+    assert report["gates"][0]["held"] is False and report["gates"][0]["gate"]["path"] == "success"
+
+
+def test_pipeline_gates_fail_the_run(runner, tmp_path):
+    pipeline = tmp_path / "p.yaml"
+    text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text()
+    pipeline.write_text(text.replace("report: [html, json, csv]", "gates: ['success >= 1.01']\nreport: [html, json, csv]"))
+    result = run(runner, tmp_path / "ws", "--pipeline", str(pipeline))
+    assert result.exit_code == 1, result.output
+
+
+@pytest.mark.parametrize("gate,where,message", [
+    ("gates: ['success => 0.8']", "p.yaml:", "not a gate"),
+    ("gates: ['sucess >= 0.8']", "p.yaml:", "gate 'sucess >= 0.8' names no metric of this pipeline"),
+])
+def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path, gate, where, message):
+    pipeline = tmp_path / "p.yaml"
+    text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text()
+    pipeline.write_text(text.replace("report: [html, json, csv]", f"{gate}\nreport: [html, json, csv]"))
+    result = run(runner, tmp_path / "ws", "--pipeline", str(pipeline))
+    assert result.exit_code == 2 and where in result.stderr and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag,message", [("sucess=0.8", "names no metric"), ("success", "expected PATH=NUMBER"),
+                                          ("success=high", "not a gate")])
+def test_a_bad_fail_under_is_one_line_naming_the_flag(runner, tmp_path, flag, message):
+    result = run(runner, tmp_path, "--fail-under", flag)
+    assert result.exit_code == 2 and f"--fail-under {flag}" in result.stderr and message in result.stderr
+
+
+def test_a_run_that_could_not_finish_exits_3_even_when_its_gates_hold(runner, tmp_path):
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text((REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
+        "default: {model: mock/schema}",
+        "default: {model: mock/schema}\n  roles: {extractor: {model: mock/scripted, options: {replies: []}}}"))
+    result = run(runner, tmp_path / "ws", "--pipeline", str(pipeline), "--fail-under", "coverage.pairs=0")
+    assert result.exit_code == 3, result.output
+
+
+@pytest.mark.skipif(not JUNIT_XSD.is_file(), reason="shared/datasets/junit not present")
+def test_junit_report_is_valid_and_says_why_items_failed(runner, tmp_path):
+    import xmlschema
+
+    result = run(runner, tmp_path, "--set", "report=[json, junit]", events="12")
+    assert result.exit_code == 0, result.output
+    folder = next(tmp_path.glob("runs/*"))
+    xml = folder / "report.junit.xml"
+    xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(xml))
+    report = json.loads((folder / "report.json").read_text())
+    verdicts = {i["item"]: i for i in report["items"] if i["step"] == "verdicts"}
+    events = {i["item"]: i for i in report["items"] if i["step"] == "events"}
+    suite = ET.parse(xml).getroot().find("testsuite")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert set(cases) == set(events)
+    assert int(suite.get("tests")) == len(cases)
+    for name, case in cases.items():
+        status = (verdicts.get(name) or events[name])["status"]
+        kinds = [child.tag for child in case]
+        if status == "pass":
+            assert kinds == []
+        elif status in ("fail", "agent-error"):
+            assert kinds == ["failure"] and case.find("failure").get("type") == status
+            failing = [s for s in verdicts[name]["scores"] if s["name"] == "policy" and s["status"] == "fail"]
+            for score in failing:  # each violated policy is named in the failure
+                assert f"policy fail [policy={score['labels']['policy']}" in case.find("failure").text
+        else:
+            assert kinds in (["skipped"], ["error"])
+    assert int(suite.get("failures")) == sum(1 for c in cases.values() if c.find("failure") is not None)
+
+
+def test_junit_is_a_report_format(runner, tmp_path):
+    assert run(runner, tmp_path).exit_code == 0
+    again = runner.invoke(cli, ["report", "latest", "--workspace", str(tmp_path), "--format", "junit"])
+    assert again.exit_code == 0 and again.stdout.strip().endswith("report.junit.xml")
+
+
+def good_agent(messages, tools):
+    return "Of course. Here is a hint: think about what the question asks first."
+
+
+def crashing_agent(messages, tools):
+    raise RuntimeError("down")
+
+
+def test_compare_fail_on_regression(runner, tmp_path):
+    ws = tmp_path / "ws"
+    agent = ["--agent", "python", "--set"]
+    assert run(runner, ws, *agent, "agent.with.callable=tests.test_gates:good_agent", events="20").exit_code == 0
+    first = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    assert first["metrics"]["success"]["values"]["rate"] >= 0.3, "the mock user should pass some events"
+    assert run(runner, ws, *agent, "agent.with.callable=tests.test_gates:crashing_agent", events="20").exit_code == 0
+    same = runner.invoke(cli, ["compare", first["info"]["run_id"], first["info"]["run_id"], "--workspace",
+                               str(ws), "--fail-on-regression"])
+    assert same.exit_code == 0 and "0 regression(s)" in same.stdout
+    worse = runner.invoke(cli, ["compare", first["info"]["run_id"], "latest", "--workspace", str(ws),
+                                "--fail-on-regression"])
+    assert worse.exit_code == 1, worse.output
+    assert "regression: success:" in worse.stdout

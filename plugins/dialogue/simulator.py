@@ -48,6 +48,10 @@ class UserConfig(StrictModel):
     final_hash: bool = Field(default=False, description="Record the final database's state hash on "
                              "the dialog, for a critic that compares it (state-check); it costs a "
                              "hash of the database per dialog.")
+    thoughts: bool = Field(default=False, description="Resend the user's earlier private thoughts "
+                           "with its messages (for a persona that plans across turns); by default "
+                           "its view holds only what was said, which keeps each prompt short and "
+                           "a prefix of the next one (the provider's prompt cache).")
 
 
 class UserTurn(BaseModel):
@@ -83,9 +87,14 @@ class Conversation:
 
 
 class UserAgent(Simulator):
-    """A simulated user (LLM) in a live dialog with the agent under test, for any scenario."""
+    """A simulated user (LLM) in a live dialog with the agent under test, for any scenario.
+
+    The user's view grows by appending only: its persona (the system message), then the
+    conversation with the roles flipped (its own messages as ``assistant``, the agent's as
+    ``user``), so every call's prompt is the previous one plus the new turn."""
 
     name = "user-agent"
+    version = "2"  # the view holds what the user said, not its earlier thoughts
     Config = UserConfig
     inputs = {"scenario": Scenario}
     output = Dialog
@@ -137,6 +146,13 @@ class UserAgent(Simulator):
         None. Accepts every stop by default."""
         return None
 
+    def said(self, turn: UserTurn) -> str:
+        """The user's turn as its own view keeps it: what it said (and its thought, with
+        ``thoughts``)."""
+        if self.config.thoughts:
+            return json.dumps({"thought": turn.thought, "message": turn.message}, ensure_ascii=False)
+        return turn.message
+
     def new_dialog(self, scenario: Scenario) -> Dialog:
         return Dialog(id=scenario.id)
 
@@ -185,13 +201,13 @@ class UserAgent(Simulator):
                 if feedback is None:
                     return dialog
                 dialog.turns.append(Turn(role="critic", content=feedback))
-                view += [{"role": "assistant", "content": json.dumps(turn.model_dump())},
+                view += [{"role": "assistant", "content": self.said(turn)},
                          {"role": "user", "content": f"(A reviewer disagrees with stopping now: "
                                                      f"{feedback} Continue the conversation.)"}]
                 continue
             user_turns += 1
             dialog.turns.append(Turn(role="user", content=turn.message, thought=turn.thought))
-            view.append({"role": "assistant", "content": json.dumps(turn.model_dump())})
+            view.append({"role": "assistant", "content": self.said(turn)})
             reply = await talk.session.respond(turn.message)
             dialog.turns.append(Turn(role="assistant", content=reply.content or None,
                                      tool_calls=reply.tool_calls))

@@ -19,8 +19,9 @@ from intellagent.model import StrictModel
 
 STEP_KINDS = ("extractor", "sampler", "generator", "simulator", "critic")
 
-#: Statuses of an item that was not finished: never cached, retried by the next run.
-UNFINISHED = ("infra-error", "budget-exhausted")
+#: Statuses of an item that was not finished: never cached, retried by the next run (a model's
+#: output that did not fit is asked again with another seed).
+UNFINISHED = ("infra-error", "invalid-output", "budget-exhausted")
 
 T = TypeVar("T")
 
@@ -95,7 +96,7 @@ class Output(BaseModel, Generic[T]):
 
     ``status`` is the item's status at this step (``ok`` by default); ``halt`` stops the item's
     later steps (an invalid scenario is not simulated); unfinished statuses (``infra-error``,
-    ``budget-exhausted``) always halt and are never cached. ``scores`` feed the metrics.
+    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``scores`` feed the metrics.
     """
 
     value: T

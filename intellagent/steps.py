@@ -34,7 +34,7 @@ class Statuses(StrictModel):
     """What the statuses of a step's items or of a score mean: ``passed`` and ``failed`` count in
     a rate (the thing tested did the job, or did not); ``other`` are neither (not exercised, an
     invalid scenario) and are counted apart. The unfinished statuses (``infra-error``,
-    ``budget-exhausted``) are always possible and never count."""
+    ``invalid-output``, ``budget-exhausted``) are always possible and never count."""
 
     passed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)

@@ -59,9 +59,10 @@ class Config(StrictModel):
     edges: Literal["per-policy", "pairwise"] = "per-policy"
     block_size: int = Field(default=40, ge=1, description="Most policies scored in one call.")
     merge_similarity: float = Field(default=0.9, ge=0.5, le=1.0, description="Policies whose "
-                                    "normalised texts are at least this alike (rapidfuzz's token-"
-                                    "sort ratio, 1 = the same words) and agree on every number and "
-                                    "negation are merged into one; 1.0 merges only the same words.")
+                                    "normalised texts (lower case, no label, punctuation or filler "
+                                    "word) are at least this alike (rapidfuzz's ratio) and agree on "
+                                    "every number and negation are merged into one; 1.0 merges only "
+                                    "texts that normalise to the same words.")
     drop_non_rules: bool = Field(default=True, description="Drop statements that are not rules: "
                                  "section headings, the agent's description of itself.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "

@@ -4,8 +4,9 @@ Models extracting policies from a prompt list the same rule in several flows (re
 and without its section's label) and take non-rules for rules: section headings ("P6 Changing a
 reservation:") and the agent's description of itself ("I am Pip, a homework helper"). Here a
 heading or self-description is recognised by its form, and two rules are one when their
-normalised texts are at least ``similarity`` alike (rapidfuzz's token-sort ratio) and agree on
-every number and negation.
+normalised texts are at least ``similarity`` alike (rapidfuzz's ratio, which minds the order of
+the words: "hints, not answers" is not "answers, not hints") and agree on every number and
+negation.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def _compatible(a: list[str], b: list[str]) -> bool:
 def alike(a: list[str], b: list[str], similarity: float) -> bool:
     if a == b:
         return True
-    return _compatible(a, b) and fuzz.token_sort_ratio(" ".join(a), " ".join(b)) >= 100 * similarity
+    return _compatible(a, b) and fuzz.ratio(" ".join(a), " ".join(b)) >= 100 * similarity
 
 
 @dataclass

@@ -53,6 +53,7 @@ class LLM:
         self.redact = Redactor.from_env(self._key_variables())
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
         self._refused: ModelRefused | None = None  # an endpoint refused us: no call can succeed
+        self._structured_roles: set[str] = set()  # roles that asked for structured output
 
     def _key_variables(self) -> set[str]:
         """The environment variables that hold this run's model keys."""
@@ -80,11 +81,11 @@ class LLM:
         return self.settings.timeout, "llm.timeout"
 
     def structured_modes(self, roles: list[str] | None = None) -> dict[str, str]:
-        """The structured-output mode each role's provider uses (an ``auto`` probe's pick), for
-        the roles whose provider has decided one in this process."""
+        """The structured-output mode each role's provider used (an ``auto`` probe's pick), for
+        the roles that asked for structured output in this process."""
         modes = {}
         for role in roles if roles is not None else list(self._by_role):
-            provider = self._by_role.get(role)
+            provider = self._by_role.get(role) if role in self._structured_roles else None
             mode = getattr(provider, "mode", None) if provider is not None else None
             if isinstance(mode, str):
                 modes[role] = mode
@@ -172,6 +173,7 @@ class LLM:
         """An instance of ``response_model``; output that does not fit is re-asked with the
         validation error (``validation_retries`` times) before the call ends ``invalid-output``."""
         request = self._request(role, messages, sample, response_schema=_schema_of(response_model))
+        self._structured_roles.add(role)
 
         async def invoke(provider: Any, sent: ChatRequest) -> tuple[M, Usage]:
             return await provider.structured(sent, response_model, self.settings.validation_retries)

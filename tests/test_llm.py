@@ -489,16 +489,18 @@ def test_budget_stops_new_calls_and_says_so():
 
 def test_budget_lets_in_flight_calls_finish():
     with OpenAIServer(latency=0.2) as server:
-        llm = http_llm(server, max_concurrency=4, budget_tokens=1)
+        llm = http_llm(server, max_concurrency=4)
 
         async def burst():
+            assert (await llm.chat(USER)).ok  # the endpoint's first call goes alone
+            llm.settings.budget_tokens = llm.spent_tokens + 1
             return await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
                                           for i in range(10)])
 
         outcomes = run(burst())
         assert [o.status for o in outcomes].count(Status.ok) == 4  # the first wave was in flight
         assert [o.status for o in outcomes].count(Status.budget_exhausted) == 6
-        assert len(server.requests) == 4
+        assert len(server.requests) == 5
 
 
 def test_token_budget(scripted_llm):

@@ -47,6 +47,23 @@ def test_a_refused_key_or_unknown_model_stops_the_run_at_its_first_call(status, 
     assert KEY.encode() not in b"".join(p.read_bytes() for p in (tmp_path / "ws").glob("intellagent.db*"))
 
 
+def test_the_agent_under_tests_endpoint_refusing_the_key_stops_the_run_not_the_agent(tmp_path, runner, monkeypatch):
+    """Not an agent failure (agent-error), not an infra error per dialog: the run stops."""
+    monkeypatch.setenv("MY_KEY", KEY)
+    with OpenAIServer(faults=["401"] * 50) as server:
+        text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
+            "default: {model: mock/schema}",
+            f"default: {{model: mock/schema}}\n  roles: {{agent: {{model: agent-model, base_url: '{server.base_url}', "
+            "api_key_env: MY_KEY}}")
+        (tmp_path / "p.yaml").write_text(text)
+        result = runner.invoke(cli, ["run", "airline", "--pipeline", str(tmp_path / "p.yaml"), "--events", "4",
+                                     "--workspace", str(tmp_path / "ws")])
+        sent = len(server.requests)
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert f"role 'agent' (model 'agent-model' at {server.base_url})" in result.stderr
+    assert "refused the key (401:" in result.stderr and sent == 1
+
+
 def test_a_key_echoed_in_error_bodies_is_in_no_stored_or_reported_text(tmp_path, runner, monkeypatch):
     """Every call fails with a 500 whose body quotes the key (and the Authorization header): the
     run finishes with infra errors, and neither the store nor any report holds the key."""

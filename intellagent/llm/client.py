@@ -54,6 +54,8 @@ class LLM:
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
         self._refused: ModelRefused | None = None  # an endpoint refused us: no call can succeed
         self._structured_roles: set[str] = set()  # roles that asked for structured output
+        self._answered: set[int] = set()  # providers that have answered once (by id)
+        self._gates: dict[int, asyncio.Future] = {}  # a provider's first call, which others wait for
 
     def _key_variables(self) -> set[str]:
         """The environment variables that hold this run's model keys."""
@@ -206,8 +208,9 @@ class LLM:
             shared_future = self._inflight.get(key) if hit is None else None
             if shared_future is not None:  # the same request is being answered now: share it
                 shared = await asyncio.shield(shared_future)
-                if not shared.ok:  # its failure is ours too: never send it again
-                    return shared.model_copy(update={"cached": False, "attempts": 0})
+                if not shared.ok:  # its failure is ours too: never send it again (nor pay for it)
+                    return shared.model_copy(update={"cached": False, "attempts": 0, "usage": Usage(),
+                                                     "cost_usd": 0.0})
                 hit = self.store.cached(key)
             if hit is not None:
                 usage = Usage(prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens)
@@ -237,6 +240,43 @@ class LLM:
                    provider: Any, invoke: Callable[[Any, ChatRequest], Awaitable[tuple[Any, Usage]]],
                    encode: Callable[[Any], str], key: str, kind: str, cacheable: bool,
                    estimate: int, prompt: int) -> Outcome:
+        """Ask the provider (the first call to it alone, see ``_first_call``)."""
+        started = time.perf_counter()
+        gate = await self._first_call(provider)
+        try:
+            return await self._attempts(record, request, role, provider, invoke, encode, key, kind,
+                                        cacheable, estimate, prompt, gate, started)
+        finally:
+            self._opened(provider, gate)
+
+    async def _first_call(self, provider: Any) -> asyncio.Future | None:
+        """Calls to an endpoint that has not answered yet wait for its first call's first
+        attempt (whose gate this returns): an endpoint that refuses the key or the model is then
+        asked once, not once per call in flight, and the run stops there."""
+        pid = id(provider)
+        if pid in self._answered:
+            return None
+        gate = self._gates.get(pid)
+        if gate is None:
+            gate = self._gates[pid] = asyncio.get_running_loop().create_future()
+            return gate
+        await asyncio.shield(gate)
+        if self._refused is not None:
+            raise self._refused
+        return None
+
+    def _opened(self, provider: Any, gate: asyncio.Future | None) -> None:
+        """The first attempt of ``provider``'s first call is over: the calls waiting go on."""
+        if gate is not None and not gate.done():
+            self._answered.add(id(provider))
+            self._gates.pop(id(provider), None)
+            gate.set_result(None)
+
+    async def _attempts(self, record: dict[str, Any], request: ChatRequest, role: str,
+                        provider: Any, invoke: Callable[[Any, ChatRequest], Awaitable[tuple[Any, Usage]]],
+                        encode: Callable[[Any], str], key: str, kind: str, cacheable: bool,
+                        estimate: int, prompt: int, gate: asyncio.Future | None,
+                        started: float) -> Outcome:
         """Ask the provider, with retries within the call's deadline; record the call with every
         attempt's tokens; cache the answer under the request's own key.
 
@@ -247,8 +287,9 @@ class LLM:
         deadline = self.settings.deadline
         # one attempt of a structured call may hold the validation re-asks, each a request
         requests = 1 + (self.settings.validation_retries if kind == "structured" else 0)
-        started = time.perf_counter()
-        queued = 0.0  # waiting for a concurrency slot and the rate limiter, not for the model
+        # waiting for the endpoint's first answer, a concurrency slot and the rate limiter, not
+        # for the model
+        queued = time.perf_counter() - started
         attempts = 0
         usage = Usage()
         error: ProviderError | None = None
@@ -269,6 +310,7 @@ class LLM:
                     guard = min(guard, deadline - (time.perf_counter() - started - queued))
                     async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
                         value, got = await invoke(provider, sent)
+                self._opened(provider, gate)
                 usage += got
                 error = None
                 break
@@ -291,7 +333,9 @@ class LLM:
                 self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,
                                        error=refused.message, queue_ms=queued * 1000,
                                        latency_ms=(time.perf_counter() - started - queued) * 1000)
+                self._opened(provider, gate)  # the calls waiting see the refusal
                 raise refused
+            self._opened(provider, gate)
             repeats.count(error)
             if not error.transient or attempts > self.settings.max_retries:
                 break

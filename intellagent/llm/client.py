@@ -242,7 +242,7 @@ class LLM:
                    estimate: int, prompt: int) -> Outcome:
         """Ask the provider (the first call to it alone, see ``_first_call``)."""
         started = time.perf_counter()
-        gate = await self._first_call(provider)
+        gate = None if id(provider) in self._answered else await self._first_call(provider)
         try:
             return await self._attempts(record, request, role, provider, invoke, encode, key, kind,
                                         cacheable, estimate, prompt, gate, started)

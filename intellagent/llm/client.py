@@ -341,7 +341,8 @@ class LLM:
                 break
             pause = self._backoff(attempts, getattr(error, "retry_after", None))
             if time.perf_counter() - started - queued + pause >= deadline:
-                stopped = f"; stopped at the call's deadline of {deadline:g} s (llm.deadline)"
+                if "(llm.deadline)" not in str(error):  # (a request cut by it says so already)
+                    stopped = f"; stopped at the call's deadline of {deadline:g} s (llm.deadline)"
                 break
             if isinstance(error, RequestTimeout):  # not the same request again
                 tries += 1

@@ -166,12 +166,12 @@ def main() -> None:
     modes = report["info"].get("structured") or {}
     print(f"reports: {', '.join(p.name for p in reports)}")
     print(f"wall {wall:.0f} s; {calls} model calls, {failed or 0} failed; {prompt or 0} prompt + "
-          f"{completion or 0} completion tokens; {(completion or 0) / max(seconds or 0, 1e-9):.1f} completion "
-          f"tokens/s over {seconds or 0:.0f} s of requests")
+          f"{completion or 0} completion tokens; {(completion or 0) / max(seconds or 0, 1e-9):.1f} "
+          f"completion tokens/s over {seconds or 0:.0f} s of requests")
     print("structured output: " + (", ".join(f"{r} {m}" for r, m in sorted(modes.items())) or "none asked"))
     for s in report["steps"]:
-        print(f"  {s['name']}: {s['items']} items (" + ", ".join(f"{n} {k}" for k, n in sorted(s["statuses"].items()))
-              + ")")
+        statuses = ", ".join(f"{n} {k}" for k, n in sorted(s["statuses"].items()))
+        print(f"  {s['name']}: {s['items']} items ({statuses})")
     misses = [i for i in report["items"] if i["status"] in ("infra-error", "invalid-output")]
     for item in misses[:5]:
         print(f"  {item['status']}: {item['step']} {item['item']}: {item['note'][:300]}")

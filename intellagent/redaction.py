@@ -46,5 +46,6 @@ class Redactor:
             return text
         if self._pattern is not None:
             text = self._pattern.sub(MASK, text)
-        text = _HEADERS.sub(lambda m: f"{m.group(1)}{m.group(2)}{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
+        text = _HEADERS.sub(lambda m: f"{m.group(1)}{m.group(2)}"
+                                      f"{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
         return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

@@ -96,7 +96,8 @@ class Output(BaseModel, Generic[T]):
 
     ``status`` is the item's status at this step (``ok`` by default); ``halt`` stops the item's
     later steps (an invalid scenario is not simulated); unfinished statuses (``infra-error``,
-    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``scores`` feed the metrics.
+    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``scores`` feed
+    the metrics.
     """
 
     value: T

@@ -214,7 +214,8 @@ class OpenAIServer:
             self._send(writer, int(fault), {"error": {"message": "server trouble"}}, auth=authorization)
             return True
         if fault in REFUSALS:
-            self._send(writer, int(fault), {"error": {"message": REFUSALS[fault], "code": fault}}, auth=authorization)
+            self._send(writer, int(fault), {"error": {"message": REFUSALS[fault], "code": fault}},
+                       auth=authorization)
             return True
         if fault == "malformed":
             self._send_raw(writer, 200, b'{"id": "chatcmpl-x", "choices": [{"mess')
@@ -266,7 +267,8 @@ class OpenAIServer:
             message = self._fabricated(request, rng, invalid, self.list_items, self.quirks)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         cap = request.get("max_tokens")
-        if isinstance(cap, int) and isinstance(message.get("content"), str) and len(message["content"]) > 4 * cap:
+        content = message.get("content")
+        if isinstance(cap, int) and isinstance(content, str) and len(content) > 4 * cap:
             message = {**message, "content": message["content"][:4 * cap]}  # about four characters a token
             finish = "length"
         text = json.dumps(message)

@@ -137,7 +137,8 @@ class PolicyGraphExtractor(Extractor):
                     f"them: {o.error}" for f, o in zip(flows, per_flow) if not o.ok]
         listed = [Policy(id="", flow=flow.name, flows=[flow.name], text=d.text, category=d.category,
                          challenge=d.challenge)
-                  for flow, outcome in zip(flows, per_flow) for d in (outcome.value.policies if outcome.ok else [])]
+                  for flow, outcome in zip(flows, per_flow)
+                  for d in (outcome.value.policies if outcome.ok else [])]
         kept = clean(listed, similarity=self.config.merge_similarity,
                      drop_non_rules=self.config.drop_non_rules)
         policies, notes = kept.policies, kept.notes()

@@ -411,14 +411,23 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     for s in report.steps:
         for warning, n in s.warnings.items():
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
+    if report.info.structured:
+        click.echo(f"  structured output: {report.info.structured_text()}")
     for gate in report.gates:
         click.echo(f"  {gate.line()}")
-    unfinished = report.unfinished
+    retried: dict[str, int] = {}  # statuses a re-run can fix
+    for s in report.steps:
+        for k, n in s.statuses.items():
+            if k in RETRIED:
+                retried[k] = retried.get(k, 0) + n
     if report.info.status != "done":
         click.echo(f"  run status: {report.info.status}")
-    elif unfinished:
-        click.echo(f"  {unfinished} item(s) could not finish (infra errors, see the report); run the "
-                   "same command again to retry them")
+    elif retried:
+        click.echo(f"  {sum(retried.values())} item(s) could not finish ("
+                   + ", ".join(f"{n} {k}" for k, n in sorted(retried.items()))
+                   + "; see the report); run the same command again to retry them: a re-run can fix "
+                   + " and ".join(f"{k} ({RETRIED[k]})" for k in sorted(retried))
+                   + ", and reuses every finished item")
     for path in result.paths:
         click.echo(f"report: {path}")
     sys.exit(exit_code(report))
@@ -569,6 +578,11 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
+    info = store.run_config(run_id).get("info") or {}
+    if info.get("structured"):
+        from intellagent.report import RunInfo
+
+        click.echo(f"structured output: {RunInfo.model_validate(info).structured_text()}")
     header = f"{'step':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
              f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10} {'request s':>9} {'queued s':>9}"
     click.echo(header)
@@ -594,6 +608,11 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
     made = sum(r["calls"] - r["cached"] for r in here)
     click.echo(f"(what the run's results took, across resumes and reused items; this run itself "
                f"made {made} call(s) for ${paid:.4f})")
+
+
+RETRIED = {"infra-error": "an endpoint fault or a timeout, asked again",
+           "invalid-output": "a model answer that did not fit, asked again with another seed"}
+"""Item statuses a re-run can fix, and how (a budget stop is fixed by raising the budget)."""
 
 
 def _existing_workspace(workspace: Path, url: str | None = None) -> Any:

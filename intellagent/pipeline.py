@@ -48,13 +48,16 @@ class ModelSettings(StrictModel):
     api_key_env: str | None = Field(default=None, description="Name of the environment variable "
                                                               "holding the API key.")
     temperature: float | None = None
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(default=None, ge=1, description="Output cap of every call of "
+                                   "this model, in tokens. Unset: structured calls get a cap sized "
+                                   "from their response model; chat calls none.")
     structured: Literal["auto", "tools", "json_schema", "json"] = Field(
         default="auto", description="How structured output is asked for: a forced tool call "
         "(tools), a JSON-Schema response format (json_schema), JSON mode with the schema in the "
         "prompt (json), or auto: probe the endpoint once and keep the first mode that works "
         "(tools on the OpenAI API itself).")
-    timeout: float | None = Field(default=None, description="Seconds per request.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds per request for this "
+                                  "model, over llm.timeout.")
     api_key: str | None = Field(default=None, description="Refused: name an environment variable "
                                                           "with api_key_env instead.")
 
@@ -94,7 +97,10 @@ class LLMSettings(StrictModel):
                                                                  "does not fit, with the error.")
     backoff_base: float = Field(default=0.5, gt=0, description="Seconds; doubles per retry.")
     backoff_max: float = Field(default=30.0, gt=0)
-    timeout: float = Field(default=120.0, gt=0, description="Seconds per request.")
+    timeout: float = Field(default=120.0, gt=0, description="Seconds per request (a model's own "
+                           "timeout wins); the HTTP request is cut after it.")
+    deadline: float = Field(default=300.0, gt=0, description="Seconds one call may take with all "
+                            "its retries and back-off; a request in flight then is cut.")
     budget_usd: float | None = Field(default=None, ge=0, description="Stop launching calls when "
                                                                      "this much is spent.")
     budget_tokens: int | None = Field(default=None, ge=0)

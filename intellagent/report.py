@@ -56,6 +56,16 @@ class RunInfo(BaseModel):
                                           "was tested (None for runs made before it was recorded).")
     reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
                                               "to the agent: dialogs taken from earlier runs, by run.")
+    structured: dict[str, str] = Field(default_factory=dict, description="How each role's endpoint "
+                                       "was asked for structured output (tools, json_schema, json): "
+                                       "the configured mode, or what an `auto` probe picked.")
+
+    def structured_text(self) -> str:
+        """Roles by structured-output mode: ``json_schema (critic, extractor), tools (user)``."""
+        by_mode: dict[str, list[str]] = {}
+        for role, mode in sorted(self.structured.items()):
+            by_mode.setdefault(mode, []).append(role)
+        return ", ".join(f"{mode} ({', '.join(roles)})" for mode, roles in by_mode.items())
 
 
 class RunReport(BaseModel):

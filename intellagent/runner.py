@@ -42,7 +42,8 @@ from intellagent.store import HOST, Store
 #: LLM settings that change how a run goes, not what it finds: a run resumed with another budget
 #: or concurrency is the same run
 OPERATIONAL = {"budget_usd", "budget_tokens", "max_concurrency", "requests_per_minute",
-               "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "cache"}
+               "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "deadline",
+               "cache"}
 
 
 @dataclass
@@ -257,6 +258,7 @@ class Runner:
                        environment=self.env.name, environment_version=self.env.version,
                        agent=plan.agent.name if plan.agent else None,
                        models={r: self.llm.settings_for(r).model for r in sorted(plan.roles)},
+                       structured=self.llm.structured_modes(sorted(plan.roles)),
                        seed=self.seed, status=status,
                        provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__),
                        reused=reused)

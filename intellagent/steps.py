@@ -19,8 +19,9 @@ from intellagent.model import StrictModel
 
 STEP_KINDS = ("extractor", "sampler", "generator", "simulator", "critic")
 
-#: Statuses of an item that was not finished: never cached, retried by the next run.
-UNFINISHED = ("infra-error", "budget-exhausted")
+#: Statuses of an item that was not finished: never cached, retried by the next run (a model's
+#: output that did not fit is asked again with another seed).
+UNFINISHED = ("infra-error", "invalid-output", "budget-exhausted")
 
 T = TypeVar("T")
 
@@ -33,7 +34,7 @@ class Statuses(StrictModel):
     """What the statuses of a step's items or of a score mean: ``passed`` and ``failed`` count in
     a rate (the thing tested did the job, or did not); ``other`` are neither (not exercised, an
     invalid scenario) and are counted apart. The unfinished statuses (``infra-error``,
-    ``budget-exhausted``) are always possible and never count."""
+    ``invalid-output``, ``budget-exhausted``) are always possible and never count."""
 
     passed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
@@ -95,7 +96,8 @@ class Output(BaseModel, Generic[T]):
 
     ``status`` is the item's status at this step (``ok`` by default); ``halt`` stops the item's
     later steps (an invalid scenario is not simulated); unfinished statuses (``infra-error``,
-    ``budget-exhausted``) always halt and are never cached. ``scores`` feed the metrics.
+    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``scores`` feed
+    the metrics.
     """
 
     value: T

@@ -153,7 +153,8 @@ def test_when_nothing_can_be_extracted_the_item_is_an_infra_error_that_says_why(
               providers={"mock/scripted": ScriptedModel([])})
     out = asyncio.run(run_step(PolicyGraphExtractor(Config()), env, llm=llm))
     assert out.status == "infra-error" and out.value is None
-    assert out.note.startswith("the conversation flows could not be extracted: invalid-output")
+    assert out.note.startswith("the conversation flows could not be extracted: error: mock/scripted "
+                               "has no reply left")
 
 
 def failing(reply, fails):

@@ -118,8 +118,9 @@ def test_mock_schema_reports_models_it_cannot_satisfy():
             raise ValueError("no code is good enough")
 
     outcome = run(LLM().structured(USER, Impossible))
-    assert outcome.status is Status.infra_error
+    assert outcome.status is Status.invalid_output
     assert "could not fabricate a valid Impossible" in outcome.error
+    assert "code: Value error, no code is good enough" in outcome.error
 
 
 # -- mock/scripted and mock/function -------------------------------------------------------------
@@ -133,7 +134,7 @@ def test_scripted_replies_in_order_and_records_requests(scripted_llm):
     assert run(llm.structured(USER, Verdict)).value == Verdict(passed=True, reason="ok")
     assert len(model.history) == 3 and model.history[1].tools == [TOOL]
     empty = run(llm.chat(USER))
-    assert empty.status is Status.infra_error and "no reply left" in empty.error
+    assert empty.status is Status.infra_error and "no reply left" in empty.error  # not the model's output
 
 
 def test_scripted_validation_retry_feeds_the_error_back(scripted_llm):
@@ -147,8 +148,10 @@ def test_scripted_validation_retry_feeds_the_error_back(scripted_llm):
 def test_scripted_validation_retries_are_bounded(scripted_llm):
     llm, model = scripted_llm({"x": 1}, {"x": 2}, {"x": 3}, {"x": 4}, validation_retries=1)
     outcome = run(llm.structured(USER, Verdict))
-    assert outcome.status is Status.infra_error and "after 2 attempts" in outcome.error
+    assert outcome.status is Status.invalid_output and "after 2 attempts" in outcome.error
     assert len(model.history) == 2 and len(model.queue) == 2
+    # both answers were generated and paid for: the failed call still counts their tokens
+    assert outcome.usage.completion_tokens >= 2 and llm.store.calls()[-1].prompt_tokens > 0
 
 
 def reply_with_length(request, response_model):
@@ -373,13 +376,18 @@ def test_the_standalone_test_server_counts_requests_without_keeping_them():
     assert refused.stderr.count("\n") == 1 and "address already in use" in refused.stderr, refused.stderr
 
 
-def test_persistent_invalid_output_is_an_infra_error():
+def test_persistent_invalid_output_is_its_own_status_naming_every_failed_field():
     with OpenAIServer() as server:
         llm = http_llm(server, validation_retries=1)
         server.schedule("invalid", "invalid")
         outcome = run(llm.structured(USER, Verdict))
-        assert outcome.status is Status.infra_error
+        assert outcome.status is Status.invalid_output  # the model's fault, not the infrastructure's
         assert outcome.error.startswith("invalid-output: output did not fit Verdict after 2 attempts")
+        # every field that failed and why, not only pydantic's first line
+        assert "validation errors" in outcome.error
+        assert "passed: Field required" in outcome.error and "reason: Field required" in outcome.error
+        [row] = llm.store.calls()
+        assert row.outcome == "invalid-output" and row.error == outcome.error
 
 
 class NeverAnswers:
@@ -404,17 +412,18 @@ def test_the_per_call_timeout_ends_a_request_that_never_answers_and_cancels_it()
     endpoint = llm._by_role["default"] = NeverAnswers()
     started = time.perf_counter()
     out = run(llm.chat(USER))
-    assert out.status is Status.infra_error and "no answer within 0.2s" in out.error and out.attempts == 2
+    assert out.status is Status.infra_error and out.attempts == 2
+    assert "no answer within 0.2 s (llm.default.timeout)" in out.error  # the limit hit and where it is set
     assert endpoint.calls == endpoint.cancelled == 2 and time.perf_counter() - started < 2
 
 
 def test_rejected_requests_are_not_retried():
-    with OpenAIServer() as server:
-        model = ModelSettings(model="m", base_url=f"http://127.0.0.1:{server.port}/wrong")
+    with OpenAIServer(faults=["400"]) as server:
+        model = ModelSettings(model="m", base_url=server.base_url)
         llm = LLM(LLMSettings(default=model, backoff_base=0.01))
         outcome = run(llm.chat(USER))
-        assert outcome.status is Status.infra_error and outcome.error.startswith("rejected: 404")
-        assert outcome.attempts == 1
+        assert outcome.status is Status.infra_error and outcome.error.startswith("rejected: 400")
+        assert outcome.attempts == 1 and len(server.requests) == 1
 
 
 def test_retry_after_is_honoured():
@@ -480,16 +489,18 @@ def test_budget_stops_new_calls_and_says_so():
 
 def test_budget_lets_in_flight_calls_finish():
     with OpenAIServer(latency=0.2) as server:
-        llm = http_llm(server, max_concurrency=4, budget_tokens=1)
+        llm = http_llm(server, max_concurrency=4)
 
         async def burst():
+            assert (await llm.chat(USER)).ok  # the endpoint's first call goes alone
+            llm.settings.budget_tokens = llm.spent_tokens + 1
             return await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
                                           for i in range(10)])
 
         outcomes = run(burst())
         assert [o.status for o in outcomes].count(Status.ok) == 4  # the first wave was in flight
         assert [o.status for o in outcomes].count(Status.budget_exhausted) == 6
-        assert len(server.requests) == 4
+        assert len(server.requests) == 5
 
 
 def test_token_budget(scripted_llm):
@@ -673,7 +684,7 @@ def test_output_that_keeps_failing_counts_its_real_attempts(openai_server):
     llm = http_llm(openai_server, validation_retries=2)
     out = run(llm.structured(USER, Policies))
     run(llm.aclose())
-    assert out.status.value == "infra-error" and "invalid-output" in out.error
+    assert out.status.value == "invalid-output" and out.error.startswith("invalid-output")
     assert "after 3 attempts" in out.error and len(openai_server.requests) == 3
 
 

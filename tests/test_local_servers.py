@@ -81,13 +81,15 @@ def test_no_mode_at_all_says_so():
     assert "set `structured:`" in out.error
 
 
-def test_a_500_that_repeats_for_the_same_request_is_permanent_with_the_servers_message():
+def test_a_500_that_repeats_is_retried_as_configured_and_reported_with_the_servers_message():
+    """Identical 500 bodies are also what a passing fault gives: they never cut the configured
+    retries (the call's deadline bounds them); the error then says the server may reject it."""
     with OpenAIServer(quirks=["json-schema-500"]) as server:
-        out = ask(server, "json_schema", max_retries=8)
+        out = ask(server, "json_schema", max_retries=5)
     assert not out.ok
-    assert "answered this request the same way 3 times" in out.error
+    assert "answered this request the same way 6 times" in out.error
     assert "json_schema response format is not supported" in out.error
-    assert len(server.requests) == 3  # not all eight retries burnt
+    assert len(server.requests) == 6 and out.attempts == 6
 
 
 def test_assistant_turns_with_tool_calls_are_sent_with_string_content(runner, tmp_path):

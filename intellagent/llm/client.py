@@ -13,16 +13,18 @@ from typing import Any, Awaitable, Callable, TypeVar
 from pydantic import BaseModel
 
 from intellagent.hashing import content_hash
-from intellagent.llm.errors import ProviderError, RepeatedRefusal, RequestTimeout
+from intellagent.llm.errors import (REFUSALS, ModelRefused, OutputInvalid, ProviderError,
+                                    RepeatedRefusal, RequestRejected, RequestTimeout)
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
 from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
 from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.redaction import Redactor
 from intellagent.registry import Registry
 from intellagent.store import Store
 
 M = TypeVar("M", bound=BaseModel)
-SAME_ANSWERS = 3  # identical 5xx answers to one request after which retrying stops
+SAME_ANSWERS = 3  # identical 500 answers after which a failed call's error says the server rejects it
 
 
 class LLM:
@@ -48,11 +50,48 @@ class LLM:
         self.spent_usd = 0.0
         self.spent_tokens = 0
         self.skipped_for_budget = 0
+        self.redact = Redactor.from_env(self._key_variables())
+        self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
+        self._refused: ModelRefused | None = None  # an endpoint refused us: no call can succeed
+        self._structured_roles: set[str] = set()  # roles that asked for structured output
+        self._answered: set[int] = set()  # providers that have answered once (by id)
+        self._gates: dict[int, asyncio.Future] = {}  # a provider's first call, which others wait for
+
+    def _key_variables(self) -> set[str]:
+        """The environment variables that hold this run's model keys."""
+        names = set()
+        for model in (self.settings.default, *self.settings.roles.values()):
+            if model.api_key_env:
+                names.add(model.api_key_env)
+            elif not model.model.startswith("mock/"):
+                names.add("OPENAI_API_KEY")
+        return names
 
     # -- providers ---------------------------------------------------------------------------
 
     def settings_for(self, role: str) -> ModelSettings:
         return self.settings.for_role(role)
+
+    def timeout_for(self, role: str) -> tuple[float, str]:
+        """Seconds per request for ``role`` and the setting they come from: the role's own
+        model settings' ``timeout``, else ``llm.timeout``."""
+        own = self.settings.roles.get(role)
+        if own is not None and own.timeout is not None:
+            return own.timeout, f"llm.roles.{role}.timeout"
+        if own is None and self.settings.default.timeout is not None:
+            return self.settings.default.timeout, "llm.default.timeout"
+        return self.settings.timeout, "llm.timeout"
+
+    def structured_modes(self, roles: list[str] | None = None) -> dict[str, str]:
+        """The structured-output mode each role's provider used (an ``auto`` probe's pick), for
+        the roles that asked for structured output in this process."""
+        modes = {}
+        for role in roles if roles is not None else list(self._by_role):
+            provider = self._by_role.get(role) if role in self._structured_roles else None
+            mode = getattr(provider, "mode", None) if provider is not None else None
+            if isinstance(mode, str):
+                modes[role] = mode
+        return modes
 
     def provider_for(self, role: str) -> Any:
         """The provider serving ``role`` (made once per distinct model settings)."""
@@ -65,6 +104,8 @@ class LLM:
         settings = self.settings_for(role)
         if settings.model in self._providers:
             return self._providers[settings.model]
+        # the provider's own HTTP requests are cut at the role's limit, the same one we apply
+        settings = settings.model_copy(update={"timeout": self.timeout_for(role)[0]})
         name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
         key = json.dumps([name, settings.model_dump()], sort_keys=True, default=str)
         if key not in self._providers:
@@ -121,8 +162,8 @@ class LLM:
         names the draw when the same question is asked more than once (see ``ChatRequest``)."""
         request = self._request(role, messages, sample, tools=tools or None, tool_choice=tool_choice)
 
-        async def invoke(provider: Any) -> tuple[ChatReply, Usage]:
-            reply = await provider.chat(request)
+        async def invoke(provider: Any, sent: ChatRequest) -> tuple[ChatReply, Usage]:
+            reply = await provider.chat(sent)
             return reply, reply.usage
 
         return await self._call("chat", role, stage, request, invoke, item,
@@ -132,22 +173,24 @@ class LLM:
                          role: str = "default", stage: str | None = None,
                          item: str | None = None, sample: str | None = None) -> Outcome[M]:
         """An instance of ``response_model``; output that does not fit is re-asked with the
-        validation error (``validation_retries`` times) before it counts as an infra error."""
+        validation error (``validation_retries`` times) before the call ends ``invalid-output``."""
         request = self._request(role, messages, sample, response_schema=_schema_of(response_model))
+        self._structured_roles.add(role)
 
-        async def invoke(provider: Any) -> tuple[M, Usage]:
-            return await provider.structured(request, response_model, self.settings.validation_retries)
+        async def invoke(provider: Any, sent: ChatRequest) -> tuple[M, Usage]:
+            return await provider.structured(sent, response_model, self.settings.validation_retries)
 
         return await self._call("structured", role, stage, request, invoke, item,
                                 decode=response_model.model_validate_json,
                                 encode=lambda v: v.model_dump_json(by_alias=True))
 
     async def _call(self, kind: str, role: str, stage: str | None, request: ChatRequest,
-                    invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]], item: str | None,
+                    invoke: Callable[[Any, ChatRequest], Awaitable[tuple[Any, Usage]]], item: str | None,
                     decode: Callable[[str], Any], encode: Callable[[Any], str]) -> Outcome:
+        if self._refused is not None:  # an endpoint refused the key or the model: stop asking
+            raise self._refused
         text = request.canonical()
         key = request.key(text)
-        settings = self.settings_for(role)
         record = dict(run_id=self.run_id, stage=stage, role=role, model=request.model, kind=kind,
                       request_hash=key, item_key=item)
         if self.budget_exhausted:
@@ -158,14 +201,16 @@ class LLM:
 
         # the rate limiter's token estimate: the whole request as text (tools and schema are
         # prompt tokens too), about four characters a token, plus the answer's allowance
-        estimate = len(text) // 4 + (request.max_tokens or 256)
+        prompt = len(text) // 4
+        estimate = prompt + (request.max_tokens or 256)
         if cacheable:
             hit = self.store.cached(key, legacy=request.legacy_key)  # (older stores' keys too)
             shared_future = self._inflight.get(key) if hit is None else None
             if shared_future is not None:  # the same request is being answered now: share it
                 shared = await asyncio.shield(shared_future)
-                if not shared.ok:  # its failure is ours too: never send it again
-                    return shared.model_copy(update={"cached": False, "attempts": 0})
+                if not shared.ok:  # its failure is ours too: never send it again (nor pay for it)
+                    return shared.model_copy(update={"cached": False, "attempts": 0, "usage": Usage(),
+                                                     "cost_usd": 0.0})
                 hit = self.store.cached(key)
             if hit is not None:
                 usage = Usage(prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens)
@@ -177,8 +222,8 @@ class LLM:
             future: asyncio.Future = asyncio.get_running_loop().create_future()
             self._inflight[key] = future
             try:
-                outcome = await self._ask(record, request, settings, provider, invoke, encode, key,
-                                          kind, cacheable, estimate)
+                outcome = await self._ask(record, request, role, provider, invoke, encode, key,
+                                          kind, cacheable, estimate, prompt)
                 future.set_result(outcome)
                 return outcome
             except BaseException as exc:
@@ -188,22 +233,73 @@ class LLM:
             finally:
                 if self._inflight.get(key) is future:
                     del self._inflight[key]
-        return await self._ask(record, request, settings, provider, invoke, encode, key, kind,
-                               cacheable, estimate)
+        return await self._ask(record, request, role, provider, invoke, encode, key, kind,
+                               cacheable, estimate, prompt)
 
-    async def _ask(self, record: dict[str, Any], request: ChatRequest, settings: ModelSettings,
-                   provider: Any, invoke: Callable[[Any], Awaitable[tuple[Any, Usage]]],
+    async def _ask(self, record: dict[str, Any], request: ChatRequest, role: str,
+                   provider: Any, invoke: Callable[[Any, ChatRequest], Awaitable[tuple[Any, Usage]]],
                    encode: Callable[[Any], str], key: str, kind: str, cacheable: bool,
-                   estimate: int) -> Outcome:
-        """Ask the provider, with retries; record the call; cache the answer."""
-        timeout = settings.timeout or self.settings.timeout
+                   estimate: int, prompt: int) -> Outcome:
+        """Ask the provider (the first call to it alone, see ``_first_call``)."""
         started = time.perf_counter()
-        queued = 0.0  # waiting for a concurrency slot and the rate limiter, not for the model
+        gate = None if id(provider) in self._answered else await self._first_call(provider)
+        try:
+            return await self._attempts(record, request, role, provider, invoke, encode, key, kind,
+                                        cacheable, estimate, prompt, gate, started)
+        finally:
+            self._opened(provider, gate)
+
+    async def _first_call(self, provider: Any) -> asyncio.Future | None:
+        """Calls to an endpoint that has not answered yet wait for its first call's first
+        attempt (whose gate this returns): an endpoint that refuses the key or the model is then
+        asked once, not once per call in flight, and the run stops there."""
+        pid = id(provider)
+        if pid in self._answered:
+            return None
+        gate = self._gates.get(pid)
+        if gate is None:
+            gate = self._gates[pid] = asyncio.get_running_loop().create_future()
+            return gate
+        await asyncio.shield(gate)
+        if self._refused is not None:
+            raise self._refused
+        return None
+
+    def _opened(self, provider: Any, gate: asyncio.Future | None) -> None:
+        """The first attempt of ``provider``'s first call is over: the calls waiting go on."""
+        if gate is not None and not gate.done():
+            self._answered.add(id(provider))
+            self._gates.pop(id(provider), None)
+            gate.set_result(None)
+
+    async def _attempts(self, record: dict[str, Any], request: ChatRequest, role: str,
+                        provider: Any, invoke: Callable[[Any, ChatRequest], Awaitable[tuple[Any, Usage]]],
+                        encode: Callable[[Any], str], key: str, kind: str, cacheable: bool,
+                        estimate: int, prompt: int, gate: asyncio.Future | None,
+                        started: float) -> Outcome:
+        """Ask the provider, with retries within the call's deadline; record the call with every
+        attempt's tokens; cache the answer under the request's own key.
+
+        A request that failed before (in an earlier run: output that did not fit, a timeout) and
+        a retry after a timeout are sent with a seed derived from the number of failed attempts,
+        so a deterministic server does not give the same answer again."""
+        timeout, limit = self.timeout_for(role)
+        deadline = self.settings.deadline
+        # one attempt of a structured call may hold the validation re-asks, each a request
+        requests = 1 + (self.settings.validation_retries if kind == "structured" else 0)
+        # waiting for the endpoint's first answer, a concurrency slot and the rate limiter, not
+        # for the model
+        queued = time.perf_counter() - started
         attempts = 0
+        usage = Usage()
         error: ProviderError | None = None
-        refusal = RepeatedRefusal(SAME_ANSWERS)
+        stopped = ""  # why retrying stopped early, for the error
+        repeats = RepeatedRefusal()
+        tries = self._failures_before(key)
+        sent = _reseeded(request, tries)
         while True:
             attempts += 1
+            guard = timeout * requests
             try:
                 waiting = time.perf_counter()
                 async with self._semaphore:
@@ -211,35 +307,67 @@ class LLM:
                         return self._budget_stop(key)
                     await self.limiter.acquire(estimate)
                     queued += time.perf_counter() - waiting
-                    async with asyncio.timeout(timeout):  # in this task: wait_for makes a task per call
-                        value, usage = await invoke(provider)
+                    guard = min(guard, deadline - (time.perf_counter() - started - queued))
+                    async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
+                        value, got = await invoke(provider, sent)
+                self._opened(provider, gate)
+                usage += got
                 error = None
                 break
             except asyncio.TimeoutError:
-                error = RequestTimeout(f"no answer within {timeout:g}s")
+                error = RequestTimeout(
+                    f"no answer within {timeout:g} s ({limit})" if guard >= timeout * requests else
+                    f"the call's deadline of {deadline:g} s (llm.deadline) passed with a request in flight")
+            except RequestTimeout:  # the provider's own HTTP timeout: the same limit
+                error = RequestTimeout(f"no answer within {timeout:g} s ({limit})")
             except ProviderError as exc:
                 error = exc
             except Exception as exc:  # a provider bug must not kill the run either
                 error = ProviderError(f"{type(exc).__name__}: {exc}")
+            if error.usage is not None:  # what the failed attempt cost, as the server counted it
+                usage += error.usage
+            if isinstance(error, RequestTimeout):  # the server read the prompt: estimate it
+                usage += Usage(prompt_tokens=prompt)
+            if isinstance(error, RequestRejected) and error.status in REFUSALS:
+                refused = self._refusal(role, request.model, provider, error)
+                self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,
+                                       error=refused.message, queue_ms=queued * 1000,
+                                       latency_ms=(time.perf_counter() - started - queued) * 1000)
+                self._opened(provider, gate)  # the calls waiting see the refusal
+                raise refused
+            self._opened(provider, gate)
+            repeats.count(error)
             if not error.transient or attempts > self.settings.max_retries:
                 break
-            refused = refusal.permanent(error)
-            if refused is not None:
-                error = refused
+            pause = self._backoff(attempts, getattr(error, "retry_after", None))
+            if time.perf_counter() - started - queued + pause >= deadline:
+                if "(llm.deadline)" not in str(error):  # (a request cut by it says so already)
+                    stopped = f"; stopped at the call's deadline of {deadline:g} s (llm.deadline)"
                 break
-            await asyncio.sleep(self._backoff(attempts, getattr(error, "retry_after", None)))
+            if isinstance(error, RequestTimeout):  # not the same request again
+                tries += 1
+                sent = _reseeded(request, tries)
+            await asyncio.sleep(pause)
 
         latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off
         record["queue_ms"] = queued * 1000
-        if error is not None:
-            reason = f"{error.kind}: {error}" + (f" (after {attempts} attempts)" if attempts > 1 else "")
-            self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,
-                                   error=reason, latency_ms=latency_ms)
-            return Outcome(status=Status.infra_error, error=reason, attempts=attempts, request_hash=key)
-
-        cost = self.prices.cost(request.model, usage)
+        cost = self.prices.cost(request.model, usage)  # failed attempts were paid for too
         self.spent_usd += cost
         self.spent_tokens += usage.total
+        if error is not None:
+            status = Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error
+            if repeats.same >= SAME_ANSWERS:
+                stopped += (f"; the server answered this request the same way {repeats.same} times, "
+                            "so it may reject it")
+            reason = self.redact(f"{error.kind}: {error}" + (f" (after {attempts} attempts)" if attempts > 1
+                                                              else "") + stopped)
+            self._failed[key] = self._failed.get(key, 0) + attempts  # type: ignore[index]
+            self.store.record_call(**record, attempts=attempts, outcome=status.value, error=reason,
+                                   latency_ms=latency_ms, prompt_tokens=usage.prompt_tokens,
+                                   completion_tokens=usage.completion_tokens, cost_usd=cost)
+            return Outcome(status=status, error=reason, attempts=attempts, usage=usage, cost_usd=cost,
+                           request_hash=key)
+
         self.store.record_answer(
             {**record, "attempts": attempts, "outcome": "ok", "latency_ms": latency_ms,
              "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
@@ -249,6 +377,25 @@ class LLM:
                    "completion_tokens": usage.completion_tokens} if cacheable else None)
         return Outcome(status=Status.ok, value=value, usage=usage, cost_usd=cost, attempts=attempts,
                        request_hash=key)
+
+    def _failures_before(self, key: str) -> int:
+        """Failed attempts of request ``key`` the store knows of (read once per run)."""
+        if self._failed is None:
+            self._failed = self.store.failed_attempts()
+        return self._failed.get(key, 0)
+
+    def _refusal(self, role: str, model: str, provider: Any, error: RequestRejected) -> ModelRefused:
+        """The error that stops the run: the endpoint refuses the key or does not know the model,
+        so no call to it can succeed; every later call raises it at once."""
+        endpoint = getattr(provider, "base_url", None) or self.settings_for(role).base_url \
+            or "the OpenAI API"
+        what = REFUSALS[error.status]  # type: ignore[index]
+        hint = "check the key's variable" if error.status in (401, 403) else \
+            "check the model's name and base_url"
+        self._refused = ModelRefused(self.redact(f"the endpoint {what} ({error}); {hint}") or "",
+                                     item=f"role '{role}' (model '{model}' at {endpoint})")
+        return self._refused
+
 
     def _budget_stop(self, key: str) -> Outcome:
         """The outcome of a call not made because the budget is spent."""
@@ -260,6 +407,15 @@ class LLM:
         ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** (attempt - 1))
         delay = self._jitter.uniform(ceiling / 2, ceiling)
         return max(delay, retry_after or 0.0)
+
+
+def _reseeded(request: ChatRequest, tries: int) -> ChatRequest:
+    """``request`` as sent after ``tries`` failed attempts: the same but for a seed of its own
+    (its key, under which the answer is cached, stays the request's)."""
+    if not tries:
+        return request
+    seed = int(content_hash(request.seed, "retry", tries)[:8], 16)
+    return request.model_copy(update={"seed": seed})
 
 
 @functools.lru_cache(maxsize=256)

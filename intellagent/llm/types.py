@@ -173,8 +173,11 @@ def _same_schema_as_parent(cls: type) -> bool:
 
 
 class Status(str, Enum):
+    """How a call ended; an item whose call failed takes its value as the item's status."""
+
     ok = "ok"
     infra_error = "infra-error"
+    invalid_output = "invalid-output"  # the model's answer did not fit, even after re-asks
     budget_exhausted = "budget-exhausted"
 
 

@@ -69,6 +69,16 @@ class CallLog(StoreBase):
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
 
+    def failed_attempts(self) -> dict[str, int]:
+        """Attempts of each request that ended without an answer (an infra error, output that
+        did not fit), by request hash: a later run sends such a request with a seed of its own."""
+        self.flush()
+        t = LLMCallRow.__table__.c
+        query = (sa.select(t.request_hash, sa.func.sum(t.attempts))
+                 .where(t.outcome.in_(("infra-error", "invalid-output"))).group_by(t.request_hash))
+        with self.engine.connect() as conn:
+            return {h: int(n or 0) for h, n in conn.execute(query)}
+
     # -- cache -----------------------------------------------------------------------------
 
     def _cache_insert(self) -> Any:

@@ -38,7 +38,7 @@ class LLMCallRow(SQLModel, table=True):
     latency_ms: float = 0.0  # from the request to its answer (with retries and back-off)
     queue_ms: float = 0.0  # before: waiting for a concurrency slot and the rate limits
     cost_usd: float = 0.0
-    outcome: str  # "ok" | "infra-error" | "budget-exhausted"
+    outcome: str  # "ok" | "infra-error" | "invalid-output" | "budget-exhausted"
     error: str | None = None
     created_at: float
 

@@ -4,7 +4,11 @@ It answers ``POST /v1/chat/completions`` with plain replies, tool calls (includi
 tool call instructor uses for structured output) and JSON-schema responses, all fabricated
 deterministically from the request. It can add latency and inject faults: ``429`` (with
 ``Retry-After``), ``500``, ``503``, ``reset`` (connection dropped), ``timeout`` (no answer),
-``malformed`` (body that is not JSON) and ``invalid`` (JSON that fails the response model).
+``malformed`` (body that is not JSON), ``invalid`` (JSON that fails the response model), and the
+refusals ``400``, ``401`` and ``403`` (the key refused), ``404`` (an unknown model). With
+``echo_key`` every error body quotes the request's Authorization value, as careless servers do.
+A request's ``max_tokens`` is honoured: a longer answer is cut there, with finish reason
+``length``.
 
     with OpenAIServer(latency=0.2, fault_rate=0.2) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="x")
@@ -24,7 +28,9 @@ from typing import Any, Callable, Iterable
 
 from intellagent.llm.fabricate import WORDS, fabricate
 
-FAULTS = ("429", "500", "503", "reset", "timeout", "malformed", "invalid")
+FAULTS = ("429", "500", "503", "reset", "timeout", "malformed", "invalid", "400", "401", "403", "404")
+REFUSALS = {"400": "the request is not valid", "401": "Incorrect API key provided",
+            "403": "this key may not use this model", "404": "The model does not exist"}
 
 #: Behaviours of real servers the test server can imitate:
 #: - ``ignore-tool-choice``: a named tool choice is ignored; the answer is plain text (llama.cpp's
@@ -47,7 +53,8 @@ class OpenAIServer:
                  fault_kinds: Iterable[str] = FAULTS, faults: Iterable[str] = (),
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
                  responder: Responder | None = None, list_items: int | None = None,
-                 quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0) -> None:
+                 quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0,
+                 echo_key: bool = False) -> None:
         self.latency = latency
         self.quirks = set(quirks)
         unknown = self.quirks - set(QUIRKS)
@@ -60,6 +67,7 @@ class OpenAIServer:
         self.timeout_hang = timeout_hang
         self.responder = responder
         self.list_items = list_items
+        self.echo_key = echo_key
         # every request and its body as it came, for tests to look at; a server that serves a
         # long benchmark keeps none (about 35 KB a request: 2 GB after 60,000) and counts them
         self.keep_requests = keep_requests
@@ -155,7 +163,7 @@ class OpenAIServer:
                            (line.split(":", 1) for line in lines[1:] if ":" in line)}
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 keep_alive = headers.get("connection", "").lower() != "close"
-                if not await self._respond(method, path, body, writer):
+                if not await self._respond(method, path, body, writer, headers.get("authorization", "")):
                     return
                 if not keep_alive:
                     break
@@ -167,15 +175,15 @@ class OpenAIServer:
             except Exception:
                 pass
 
-    async def _respond(self, method: str, path: str, body: bytes,
-                       writer: asyncio.StreamWriter) -> bool:
+    async def _respond(self, method: str, path: str, body: bytes, writer: asyncio.StreamWriter,
+                       authorization: str = "") -> bool:
         if method != "POST" or path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-            self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}})
+            self._send(writer, 404, {"error": {"message": f"no route {method} {path}"}}, auth=authorization)
             return True
         try:
             request = json.loads(body or b"{}")
         except json.JSONDecodeError:
-            self._send(writer, 400, {"error": {"message": "body is not JSON"}})
+            self._send(writer, 400, {"error": {"message": "body is not JSON"}}, auth=authorization)
             return True
         self.served += 1
         if self.keep_requests:
@@ -200,19 +208,23 @@ class OpenAIServer:
             return False
         if fault == "429":
             self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                       {"Retry-After": f"{self.retry_after:g}"})
+                       {"Retry-After": f"{self.retry_after:g}"}, auth=authorization)
             return True
         if fault in ("500", "503"):
-            self._send(writer, int(fault), {"error": {"message": "server trouble"}})
+            self._send(writer, int(fault), {"error": {"message": "server trouble"}}, auth=authorization)
+            return True
+        if fault in REFUSALS:
+            self._send(writer, int(fault), {"error": {"message": REFUSALS[fault], "code": fault}},
+                       auth=authorization)
             return True
         if fault == "malformed":
             self._send_raw(writer, 200, b'{"id": "chatcmpl-x", "choices": [{"mess')
             return True
         refusal = self._quirk_refusal(request)
         if refusal:
-            self._send(writer, 500, {"error": {"message": refusal}})
+            self._send(writer, 500, {"error": {"message": refusal}}, auth=authorization)
             return True
-        self._send(writer, 200, self._completion(request, invalid=fault == "invalid"))
+        self._send(writer, 200, self._completion(request, invalid=fault == "invalid"), auth=authorization)
         return True
 
     def _quirk_refusal(self, request: dict[str, Any]) -> str | None:
@@ -232,7 +244,10 @@ class OpenAIServer:
         return None
 
     def _send(self, writer: asyncio.StreamWriter, status: int, payload: dict[str, Any],
-              headers: dict[str, str] | None = None) -> None:
+              headers: dict[str, str] | None = None, auth: str = "") -> None:
+        if status >= 400 and self.echo_key and isinstance(payload.get("error"), dict):
+            key = auth.removeprefix("Bearer ").strip()
+            payload["error"]["message"] += f" (you sent: {key}; header Authorization: {auth})"
         self._send_raw(writer, status, json.dumps(payload).encode(), headers)
 
     @staticmethod
@@ -250,12 +265,17 @@ class OpenAIServer:
         message = self.responder(request) if self.responder else None
         if message is None:
             message = self._fabricated(request, rng, invalid, self.list_items, self.quirks)
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        cap = request.get("max_tokens")
+        content = message.get("content")
+        if isinstance(cap, int) and isinstance(content, str) and len(content) > 4 * cap:
+            message = {**message, "content": message["content"][:4 * cap]}  # about four characters a token
+            finish = "length"
         text = json.dumps(message)
         return {
             "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", "test"),
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
                       "completion_tokens": max(1, len(text) // 4),
                       "total_tokens": 0},

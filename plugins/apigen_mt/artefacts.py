@@ -147,7 +147,7 @@ class BlueprintResult(BaseModel):
 
     id: str
     kind: Literal["single", "combined"] = "single"
-    status: Literal["accepted", "rejected", "infra-error"]
+    status: Literal["accepted", "rejected", "infra-error", "invalid-output", "budget-exhausted"]
     blueprint: Blueprint | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     parts: list[str] = Field(default_factory=list, description="Combined: the blueprints joined.")

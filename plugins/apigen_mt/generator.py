@@ -18,7 +18,7 @@ from pydantic import Field
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import PASS_FAIL, Generator, Output, Score, ScoreSpec, Statuses
+from intellagent.steps import PASS_FAIL, UNFINISHED, Generator, Output, Score, ScoreSpec, Statuses
 
 from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Review)
@@ -83,6 +83,12 @@ def _as_blueprint(draft: Draft, persona: str) -> Blueprint:
         calls.append(Call(name=a.name, arguments=args if isinstance(args, dict) else {"(value)": args}))
     return Blueprint(thought=draft.thought, user_id=draft.user_id, instruction=draft.instruction,
                      actions=calls, outputs=list(draft.outputs), persona=persona)
+
+
+def failure_status(error: str) -> str:
+    """The status of an item whose committee could not answer: the failed call's own status
+    (an answer that did not fit is ``invalid-output``, anything else ``infra-error``)."""
+    return "invalid-output" if "invalid-output:" in error else "infra-error"
 
 
 def rejection_note(result: BlueprintResult) -> str:
@@ -153,8 +159,8 @@ class ReviewedGenerator(Generator):
 
     async def run(self, ctx, **inputs: Any) -> Output[BlueprintResult]:
         result = await self.make(ctx, **inputs)
-        if result.status == "infra-error":
-            return Output(value=result, status="infra-error", note=result.error or "")
+        if result.status in UNFINISHED:
+            return Output(value=result, status=result.status, note=result.error or "")
         return Output(value=result, status="pass" if result.status == "accepted" else "fail",
                       note=rejection_note(result), scores=result_scores(result, self.score))
 
@@ -180,7 +186,7 @@ class GenerateBlueprint(ReviewedGenerator):
         while True:
             outcome = await ctx.llm.structured(messages, Draft, role="generator")
             if not outcome.ok:
-                return result.model_copy(update={"status": "infra-error", "error": outcome.error})
+                return result.model_copy(update={"status": outcome.status.value, "error": outcome.error})
             draft = outcome.value
             blueprint, problems, execution = validate(ctx.env, draft)
             attempt = Attempt(round=len(result.attempts), problems=problems, diff=execution.diff,
@@ -190,7 +196,7 @@ class GenerateBlueprint(ReviewedGenerator):
             if not problems:
                 error = await self.review(ctx, attempt)
                 if error is not None:
-                    return result.model_copy(update={"status": "infra-error", "error": error})
+                    return result.model_copy(update={"status": failure_status(error), "error": error})
             else:
                 attempt.feedback = problems_feedback(problems)
             result.attempts.append(attempt)

@@ -30,7 +30,7 @@ from intellagent.steps import Sampler
 
 from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Call, Pair, Problem
 from intellagent_plugins.apigen_mt.committee import ROLES
-from intellagent_plugins.apigen_mt.generator import ReviewedGenerator
+from intellagent_plugins.apigen_mt.generator import ReviewedGenerator, failure_status
 from intellagent_plugins.apigen_mt.validation import (check_outputs, check_policy, check_testable, execute,
                                                      problems_feedback)
 
@@ -143,7 +143,7 @@ class Recombine(ReviewedGenerator):
                 actions=merged.actions, previous=previous, feedback=feedback)}],
                 CombinedInstruction, role="generator")
             if not outcome.ok:
-                return result.model_copy(update={"status": "infra-error", "error": outcome.error})
+                return result.model_copy(update={"status": outcome.status.value, "error": outcome.error})
             blueprint = merged.model_copy(update={"instruction": outcome.value.instruction.strip()})
             attempt = Attempt(round=round, blueprint=blueprint, diff=diff)
             if not blueprint.instruction:
@@ -152,7 +152,7 @@ class Recombine(ReviewedGenerator):
             else:
                 error = await self.review(ctx, attempt)
                 if error is not None:
-                    return result.model_copy(update={"status": "infra-error", "error": error})
+                    return result.model_copy(update={"status": failure_status(error), "error": error})
             result.attempts.append(attempt)
             if not attempt.problems:
                 result.status, result.blueprint = "accepted", blueprint

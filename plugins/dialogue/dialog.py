@@ -20,7 +20,7 @@ class Turn(BaseModel):
 
 
 StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
-                     "infra-error"]
+                     "infra-error", "invalid-output"]
 
 
 class Dialog(BaseModel):

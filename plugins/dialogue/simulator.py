@@ -25,16 +25,22 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from intellagent.environment import diff_databases
-from intellagent.llm.types import Outcome
+from intellagent.llm.types import Outcome, Status
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.session import TOOL_CALLS_AS_TEXT, LiveSession, ToolBox, tool_call_in_text
-from intellagent.steps import Output, Simulator
+from intellagent.steps import UNFINISHED, Output, Simulator
 from intellagent_plugins.dialogue.dialog import Dialog, Turn
 from intellagent_plugins.dialogue.scenario import Scenario
 
 PROMPTS = Path(__file__).parent / "prompts"
 
+
+
+def failed_reason(outcome: Outcome) -> str:
+    """A dialog's stop reason when a model of ours failed: ``invalid-output`` when its answer did
+    not fit, else ``infra-error``; neither counts against the agent."""
+    return "invalid-output" if outcome.status is Status.invalid_output else "infra-error"
 
 class UserConfig(StrictModel):
     max_turns: int = Field(default=12, ge=1, le=1000, description="User messages at most.")
@@ -125,7 +131,7 @@ class UserAgent(Simulator):
 
     async def run(self, ctx, scenario: Scenario) -> Output[Dialog]:
         dialog = await self.play(ctx, scenario)
-        status = "infra-error" if dialog.stop_reason == "infra-error" else "ok"
+        status = dialog.stop_reason if dialog.stop_reason in UNFINISHED else "ok"
         return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings)
 
     # -- hooks for subclasses ------------------------------------------------------------------
@@ -142,8 +148,8 @@ class UserAgent(Simulator):
     async def review_stop(self, ctx, scenario: Scenario, dialog: Dialog) -> str | None:
         """Called when the user stops (``dialog`` holds the stop and the database changes so
         far): feedback that sends the user back into the dialog, or None to accept the stop. A
-        reviewer that cannot answer sets ``dialog.stop_reason`` to ``infra-error`` and returns
-        None. Accepts every stop by default."""
+        reviewer that cannot answer sets ``dialog.stop_reason`` to ``failed_reason(outcome)``
+        (``infra-error``, or ``invalid-output``) and returns None. Accepts every stop by default."""
         return None
 
     def said(self, turn: UserTurn) -> str:
@@ -190,7 +196,7 @@ class UserAgent(Simulator):
                 return dialog
             outcome = await self.user_turn(ctx, scenario, view)
             if not outcome.ok:
-                dialog.stop_reason, dialog.error = "infra-error", outcome.error
+                dialog.stop_reason, dialog.error = failed_reason(outcome), outcome.error
                 return dialog
             turn = outcome.value
             if turn.stop != "continue" and user_turns > 0:

@@ -25,6 +25,8 @@ Category = Literal[CATEGORIES]  # type: ignore[valid-type]
 class Policy(BaseModel):
     id: str = Field(description="Stable id, e.g. 'P3'.")
     flow: str
+    flows: list[str] = Field(default_factory=list, description="Every flow the policy was stated "
+                             "in (near-duplicates merged into it), the first being ``flow``.")
     text: str = Field(description="Self-contained statement of the policy.")
     category: Category
     challenge: int = Field(ge=1, le=5, description="How hard it is for an agent to follow.")
@@ -50,6 +52,8 @@ class PolicyGraph(BaseModel):
     edges: list[Edge] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list, description="Parts that could not be "
                                 "extracted (a flow's policies, edge scores), left out or at 0.")
+    notes: list[str] = Field(default_factory=list, description="What the extractor merged (near-"
+                             "duplicate policies) and dropped (statements that are not rules).")
 
     def policy(self, pid: str) -> Policy:
         return next(p for p in self.policies if p.id == pid)
@@ -129,7 +133,7 @@ class Event(Scenario):
     wrong) plus ``rows``."""
 
     spec: EventSpec
-    status: Literal["ok", "invalid", "infra-error"] = "ok"
+    status: Literal["ok", "invalid", "infra-error", "invalid-output", "budget-exhausted"] = "ok"
     error: str | None = None
     policies: list[EventPolicy] = Field(default_factory=list, description="The policies under "
                                         "test and the behaviour expected for each.")
@@ -175,7 +179,7 @@ class StateCheck(BaseModel):
 
 
 VerdictStatus = Literal["pass", "fail", "not-exercised", "agent-error", "simulator-error",
-                        "infra-error"]
+                        "infra-error", "invalid-output", "budget-exhausted"]
 
 
 class Verdict(BaseModel):
@@ -183,7 +187,8 @@ class Verdict(BaseModel):
     request was handled and the policies followed); the judge's per-policy analysis feeds the
     breakdowns. ``not-exercised``: it would have passed, but none of its policies came up.
     ``agent-error``: the agent under test crashed (counted against it). ``simulator-error``: the
-    simulated user kept stopping for a wrong reason. ``infra-error``: a model of ours failed."""
+    simulated user kept stopping for a wrong reason. ``infra-error``: a model of ours failed;
+    ``invalid-output``: its answer did not fit (neither counts against the agent)."""
 
     id: str
     status: VerdictStatus

@@ -164,7 +164,7 @@ class PolicyCritic(Critic):
                 transcript=transcript(dialog, self.config.transcript_chars))}],
             _judgement_model(event.policies), role="critic")
         if not outcome.ok:
-            return Verdict(**base, status="infra-error", reason=outcome.error or "")
+            return Verdict(**base, status=outcome.status.value, reason=outcome.error or "")
         found = outcome.value
         judgements = []
         for p in event.policies:

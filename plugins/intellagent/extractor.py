@@ -20,7 +20,9 @@ from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Extractor, Output
+from intellagent.llm.types import Outcome, Status
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
+from intellagent_plugins.intellagent.policy_text import clean
 from intellagent_plugins.intellagent.prompts import Prompts
 
 
@@ -56,6 +58,13 @@ class PairScore(BaseModel):
 class Config(StrictModel):
     edges: Literal["per-policy", "pairwise"] = "per-policy"
     block_size: int = Field(default=40, ge=1, description="Most policies scored in one call.")
+    merge_similarity: float = Field(default=0.9, ge=0.5, le=1.0, description="Policies whose "
+                                    "normalised texts (lower case, no label, punctuation or filler "
+                                    "word) are at least this alike (rapidfuzz's ratio) and agree on "
+                                    "every number and negation are merged into one; 1.0 merges only "
+                                    "texts that normalise to the same words.")
+    drop_non_rules: bool = Field(default=True, description="Drop statements that are not rules: "
+                                 "section headings, the agent's description of itself.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 
@@ -71,6 +80,14 @@ def _scores_model(others: list[Policy]) -> type[BaseModel]:
     return ResponseModel.derive(f"EdgeScores{len(others)}", **fields)
 
 
+def _failed_status(outcomes: list[Outcome]) -> str:
+    """The status of a graph no policy could be extracted for: ``invalid-output`` when every
+    failed call's answer did not fit, else ``infra-error`` (both are retried by the next run)."""
+    failed = [o.status for o in outcomes if not o.ok]
+    return Status.invalid_output.value if failed and all(s is Status.invalid_output for s in failed) \
+        else Status.infra_error.value
+
+
 PROMPTS = ("analyst.system.md", "task_and_flows.md", "flows.md", "policies.md", "edges.md",
            "edge_pair.md")
 
@@ -79,6 +96,7 @@ class PolicyGraphExtractor(Extractor):
     """The environment's prompt → flows → policies (category, challenge) → weighted graph."""
 
     name = "policy-graph"
+    version = "2"  # near-duplicates merged, non-rules dropped
     Config = Config
     output = PolicyGraph
     roles = {"extractor": "reads the agent's prompt into flows and policies",
@@ -108,7 +126,7 @@ class PolicyGraphExtractor(Extractor):
             asked = await ctx.llm.structured(self._messages("task_and_flows.md", agent_prompt=env.prompt),
                                              TaskAndFlows, role="extractor")
         if not asked.ok:
-            return Output(value=None, status="infra-error",
+            return Output(value=None, status=asked.status.value,
                           note=f"the conversation flows could not be extracted: {asked.error}")
         flows = asked.value.flows
         task = task if env.task else asked.value.task
@@ -117,26 +135,24 @@ class PolicyGraphExtractor(Extractor):
             role="extractor") for f in flows])
         warnings = [f"the policies of flow '{f.name}' could not be extracted, so the graph lacks "
                     f"them: {o.error}" for f, o in zip(flows, per_flow) if not o.ok]
-        policies: list[Policy] = []
-        seen: set[str] = set()
-        for flow, outcome in zip(flows, per_flow):
-            for d in (outcome.value.policies if outcome.ok else []):
-                policy = Policy(id=f"P{len(policies) + 1}", flow=flow.name, text=d.text,
-                                category=d.category, challenge=d.challenge)
-                if policy.text_hash in seen:  # the same rule stated in two flows
-                    continue
-                seen.add(policy.text_hash)
-                policies.append(policy)
+        listed = [Policy(id="", flow=flow.name, flows=[flow.name], text=d.text, category=d.category,
+                         challenge=d.challenge)
+                  for flow, outcome in zip(flows, per_flow)
+                  for d in (outcome.value.policies if outcome.ok else [])]
+        kept = clean(listed, similarity=self.config.merge_similarity,
+                     drop_non_rules=self.config.drop_non_rules)
+        policies, notes = kept.policies, kept.notes()
         if not policies:
-            return Output(value=None, status="infra-error", note="no flow's policies could be "
-                          "extracted: " + (warnings[0] if warnings else "the model listed none"))
+            return Output(value=None, status=_failed_status(per_flow), note="no flow's policies could be "
+                          "extracted: " + (warnings[0] if warnings else "the model listed no rule")
+                          + "".join(f"; {n}" for n in notes))
         edges, failed = await self._edges(ctx, env.prompt, policies)
         if failed:
             warnings.append(f"{failed[1]} pair(s) of policies could not be scored, so they weigh 0 "
                             f"in the graph: {failed[0]}")
         graph = PolicyGraph(environment=env.name, task=task, flows=[f.name for f in flows],
-                            policies=policies, edges=edges, warnings=warnings)
-        return Output(value=graph, warnings=warnings)
+                            policies=policies, edges=edges, warnings=warnings, notes=notes)
+        return Output(value=graph, warnings=warnings + notes, note="; ".join(notes))
 
     async def _edges(self, ctx, agent_prompt: str, policies: list[Policy]
                      ) -> tuple[list[Edge], tuple[str, int] | None]:

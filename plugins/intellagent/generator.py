@@ -88,7 +88,7 @@ def _draft_fields(expected: type[BaseModel], tables: tuple[str, ...], max_entiti
 def _entity_model(tables: tuple[str, ...]) -> type[BaseModel]:
     """Made once per environment: one class, so its schema is made once too."""
     return create_model("EntityDraft",
-                        symbol=(str, Field(pattern=r"^[A-Z]{1,3}\d{1,2}$", description="A short "
+                        symbol=(str, Field(pattern=r"^[A-Z]{1,3}[0-9]{1,2}$", description="A short "
                                            "label such as U1 or R2.")),
                         table=(Literal[tables], ...), role=(str, ...),
                         new=(bool, Field(description="A new record made for this scenario.")))
@@ -162,7 +162,7 @@ class SymbolicEvents(Generator):
         draft = await ctx.llm.structured(messages, _draft_model(policies, tables, self.config.max_entities),
                                          role="generator")
         if not draft.ok:
-            return Event(id=spec.id, spec=spec, status="infra-error", error=draft.error)
+            return Event(id=spec.id, spec=spec, status=draft.status.value, error=draft.error)
         d = draft.value
         event = Event(id=spec.id, spec=spec, brief=d.scenario, user_knowledge=d.user_knowledge,
                       policies=[p.model_copy(update={"expected": d.expected[p.id]}) for p in policies])
@@ -188,7 +188,7 @@ class SymbolicEvents(Generator):
         for attempt in range(self.config.repairs + 1):
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
-                return event.model_copy(update={"status": "infra-error", "error": outcome.error})
+                return event.model_copy(update={"status": outcome.status.value, "error": outcome.error})
             db = seed_db if attempt == 0 else env.seed_database()  # the seed as it was, each attempt
             symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
                                                 candidates, rng)

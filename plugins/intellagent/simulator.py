@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from intellagent_plugins.dialogue.simulator import PROMPTS as KIT_PROMPTS
-from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig
+from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig, failed_reason
 from intellagent_plugins.dialogue.transcript import transcript
 from intellagent_plugins.intellagent.artefacts import Event, ReviewedDialog
 
@@ -66,7 +66,7 @@ class PolicyUser(UserAgent):
                 transcript=transcript(dialog, self.config.transcript_chars))}],
             StopCheck, role="critic")
         if not outcome.ok:
-            dialog.stop_reason, dialog.error = "infra-error", f"stop check failed: {outcome.error}"
+            dialog.stop_reason, dialog.error = failed_reason(outcome), f"stop check failed: {outcome.error}"
             return None
         if outcome.value.correct:
             return None

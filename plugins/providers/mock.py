@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
-from intellagent.llm.errors import OutputInvalid
+from intellagent.llm.errors import OutputInvalid, ProviderError, validation_summary
 from intellagent.llm.fabricate import WORDS, fabricate
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
@@ -75,8 +75,10 @@ class SchemaModel:
                 error = exc
                 continue
             return value, estimate_usage(request, json.dumps(data))
-        raise OutputInvalid(f"mock/schema could not fabricate a valid {response_model.__name__}: "
-                            f"{str(error).splitlines()[0]}")
+        failed = OutputInvalid(f"mock/schema could not fabricate a valid {response_model.__name__}: "
+                               f"{validation_summary(error)}")
+        failed.usage = estimate_usage(request, "")
+        raise failed
 
 
 def _as_reply(item: Any, request: ChatRequest, n: int) -> ChatReply:
@@ -124,7 +126,7 @@ class ScriptedModel:
     def _next(self, request: ChatRequest) -> Any:
         self.history.append(request)
         if not self.queue:
-            raise OutputInvalid("mock/scripted has no reply left in its queue")
+            raise ProviderError("mock/scripted has no reply left in its queue")
         item = self.queue.popleft()
         if isinstance(item, BaseException):
             raise item
@@ -135,18 +137,23 @@ class ScriptedModel:
 
     async def structured(self, request: ChatRequest, response_model: type[M],
                          validation_retries: int) -> tuple[M, Usage]:
+        spent = Usage()  # every answer's tokens, the ones that did not fit too
         for attempt in range(validation_retries + 1):
             item = self._next(request)
             try:
                 value = _as_model(item, response_model)
             except ValidationError as exc:
                 self.validation_errors.append(str(exc))
+                spent += estimate_usage(request, str(item))
                 request = request.model_copy(update={"messages": request.messages + [
                     {"role": "user", "content": f"Fix these errors: {exc}"}]})
+                last = exc
                 continue
-            return value, estimate_usage(request, value.model_dump_json())
-        raise OutputInvalid(f"output did not fit {response_model.__name__} after "
-                            f"{validation_retries + 1} attempts: {self.validation_errors[-1].splitlines()[0]}")
+            return value, spent + estimate_usage(request, value.model_dump_json())
+        failed = OutputInvalid(f"output did not fit {response_model.__name__} after "
+                               f"{validation_retries + 1} attempts: {validation_summary(last)}")
+        failed.usage = spent
+        raise failed
 
 
 class FunctionModel:
@@ -165,11 +172,14 @@ class FunctionModel:
     async def structured(self, request: ChatRequest, response_model: type[M],
                          validation_retries: int) -> tuple[M, Usage]:
         self.history.append(request)
+        answer = self.fn(request, response_model)
         try:
-            value = _as_model(self.fn(request, response_model), response_model)
+            value = _as_model(answer, response_model)
         except ValidationError as exc:
-            raise OutputInvalid(f"mock/function output did not fit {response_model.__name__}: "
-                                f"{str(exc).splitlines()[0]}") from None
+            failed = OutputInvalid(f"mock/function output did not fit {response_model.__name__}: "
+                                   f"{validation_summary(exc)}")
+            failed.usage = estimate_usage(request, str(answer))
+            raise failed from None
         return value, estimate_usage(request, value.model_dump_json())
 
 

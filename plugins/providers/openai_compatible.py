@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 import aiohttp
 import instructor
 from instructor.v2.core import response_model as instructor_models
-from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
+from instructor.v2.core.errors import (AsyncValidationError, IncompleteOutputException,
+                                       ResponseParsingError)
 from instructor.v2.core.function_calls import ResponseSchema
 from instructor.v2.core.providers import Provider
 from instructor.v2.core.registry import mode_registry
@@ -24,9 +25,11 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
 from intellagent import jsontext
-from intellagent.llm.errors import (ConnectionLost, MalformedResponse, OutputInvalid,
+from intellagent.llm.errors import (REFUSALS, ConnectionLost, MalformedResponse, OutputInvalid,
                                     ProviderError, RateLimited, RealModelForbidden,
-                                    RepeatedRefusal, RequestRejected, RequestTimeout, ServerError)
+                                    RepeatedRefusal, RequestRejected, RequestTimeout, ServerError,
+                                    validation_summary)
+from intellagent.llm.sizing import output_cap
 from intellagent.llm.types import ChatReply, ChatRequest, ResponseModel, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
 from intellagent_plugins.providers import instructor_memo
@@ -37,6 +40,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"
 PROBE_TRIES = 4  # attempts of one mode through transient faults
+DEFAULT_TIMEOUT = 120.0  # seconds per request when built without the LLM layer's limit
 MODES = {"tools": instructor.Mode.TOOLS, "json_schema": instructor.Mode.JSON_SCHEMA,
          "json": instructor.Mode.JSON}
 PARSE_ERRORS = (ValidationError, json.JSONDecodeError, AsyncValidationError, ResponseParsingError)
@@ -81,7 +85,12 @@ class OpenAIProvider:
         self._url = (base_url or OPENAI_API).rstrip("/") + "/chat/completions"
         self._headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                          "User-Agent": USER_AGENT}
-        self._timeout = aiohttp.ClientTimeout(total=settings.timeout or 120.0)
+        # every request of ours is cut at the role's limit (the LLM layer passes it in)
+        self.timeout = settings.timeout or DEFAULT_TIMEOUT
+        self._timeout = aiohttp.ClientTimeout(total=self.timeout)
+        # an output cap sized from the response model for structured calls, except on the
+        # OpenAI API itself (its reasoning models refuse max_tokens and count their reasoning in it)
+        self._cap_output = base_url is not None and urlparse(base_url).hostname != "api.openai.com"
         self._proxy = _proxy_for(self._url)
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         # auto: the OpenAI API itself is known to take a forced tool call; any other endpoint
@@ -135,9 +144,13 @@ class OpenAIProvider:
 
         async def create(**params: Any) -> ChatCompletion:
             completion = _read_completion(await self._post(session, params, request))
-            if tally is not None and completion.usage is not None:
-                tally[0] += completion.usage.prompt_tokens or 0
-                tally[1] += completion.usage.completion_tokens or 0
+            if tally is not None:
+                if completion.usage is not None:
+                    tally[0] += completion.usage.prompt_tokens or 0
+                    tally[1] += completion.usage.completion_tokens or 0
+                else:  # a server that reports no usage: about four characters a token
+                    tally[0] += len(_body(params, request)) // 4
+                    tally[1] += len(_answer_text(completion)) // 4
             return completion
         return create
 
@@ -168,6 +181,8 @@ class OpenAIProvider:
                     return mode
                 except Exception as exc:
                     error = _translate(exc)
+                if isinstance(error, RequestRejected) and error.status in REFUSALS:
+                    raise error  # no mode can work with a refused key or an unknown model
                 error = refusal.permanent(error) or error  # a 500 for this mode every time rules it out
                 if not error.transient:
                     break
@@ -190,11 +205,16 @@ class OpenAIProvider:
         return params
 
     async def chat(self, request: ChatRequest) -> ChatReply:
-        data = _read_json(await self._post(self._session(), self._params(request), request))
+        params = self._params(request)
+        raw = await self._post(self._session(), params, request)
+        data = _read_json(raw)
         try:
             choice = data["choices"][0]
             message = choice["message"]
-            usage = data.get("usage") or {}
+            usage = data.get("usage")
+            if not isinstance(usage, dict):  # a server that reports none: about four characters a token
+                usage = {"prompt_tokens": len(_body(params, request)) // 4,
+                         "completion_tokens": len(json.dumps(message)) // 4}
             return ChatReply(
                 content=message.get("content"),
                 tool_calls=[ToolCall(id=c.get("id") or "", name=c["function"]["name"],
@@ -210,6 +230,8 @@ class OpenAIProvider:
                          validation_retries: int) -> tuple[M, Usage]:
         params = self._params(request)
         params.pop("tool_choice", None)
+        if "max_tokens" not in params and self._cap_output:
+            params["max_tokens"] = output_cap(request.response_schema)
         try:
             mode = await self.structured_mode()  # a probe's tokens are not this call's
         except Exception as exc:
@@ -219,7 +241,9 @@ class OpenAIProvider:
             value = await instructed(self._completion(request, tally), mode, response_model,
                                      validation_retries, params)
         except Exception as exc:
-            raise _translate(exc) from exc
+            error = _translate(exc)
+            error.usage = Usage(prompt_tokens=tally[0], completion_tokens=tally[1])  # paid all the same
+            raise error from exc
         if type(value) is not response_model:  # instructor returns a subclass of its own
             value = response_model.model_validate(value.model_dump(by_alias=True))
         return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1])
@@ -281,6 +305,15 @@ def _read_completion(raw: bytes) -> ChatCompletion:
         return ChatCompletion.model_construct(**_read_json(raw))  # the SDK's lenient reader
 
 
+def _answer_text(completion: ChatCompletion) -> str:
+    """What the model wrote in ``completion`` (its text or tool calls), for a token estimate."""
+    try:
+        message = completion.choices[0].message
+        return (message.content or "") + "".join(c.function.arguments or "" for c in message.tool_calls or [])
+    except (AttributeError, IndexError, TypeError):
+        return ""
+
+
 def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderError:
     try:
         error = json.loads(raw).get("error")
@@ -296,7 +329,7 @@ def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderE
         return RateLimited(f"429 rate limited: {text}", wait)
     if status >= 500:
         return ServerError(f"{status} from server: {text}")
-    return RequestRejected(f"{status}: {text}")
+    return RequestRejected(f"{status}: {text}", status)
 
 
 def _first_line(text: str) -> str:
@@ -328,10 +361,15 @@ async def instructed(create: Any, mode: str, response_model: type[M], retries: i
         try:
             return handlers.response_parser(response=completion, response_model=model, validation_context=None,
                                             strict=True, stream=False, is_async=True)
+        except IncompleteOutputException as exc:  # asking again would be cut at the same cap
+            cap = kwargs.get("max_tokens") or kwargs.get("max_completion_tokens")
+            raise OutputInvalid(f"the answer for {response_model.__name__} was cut at the output "
+                                f"cap{f' of {cap} tokens (max_tokens)' if cap else ''} before it "
+                                "was complete") from exc
         except PARSE_ERRORS as exc:
             if attempt > retries:
                 raise OutputInvalid(f"output did not fit {response_model.__name__} after {attempt} "
-                                    f"attempt{'s' if attempt > 1 else ''}: {_short(exc)}") from exc
+                                    f"attempt{'s' if attempt > 1 else ''}: {validation_summary(exc)}") from exc
             kwargs = handlers.reask_handler(kwargs=kwargs, response=completion, exception=exc)
             attempt += 1
 
@@ -341,5 +379,5 @@ def _translate(exc: BaseException) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
     if isinstance(exc, ValidationError):
-        return OutputInvalid(_short(exc))
+        return OutputInvalid(validation_summary(exc))
     return ServerError(f"{type(exc).__name__}: {_short(exc)}")

@@ -126,6 +126,13 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
+def _structured_row(info: Any) -> str:
+    """The structured-output mode of each role (an ``auto`` probe's pick), when any was used."""
+    if not info.structured:
+        return ""
+    return f"<tr><th>structured output</th><td>{_e(info.structured_text())}</td></tr>"
+
+
 def _css_status(status: str) -> str:
     return {"pass": "pass", "ok": "ok", "fail": "fail"}.get(status, "other")
 
@@ -241,7 +248,8 @@ class HtmlReporter(Reporter):
                f"<tr><th>pipeline</th><td>{_e(info.pipeline)} <span class=muted>{_e(info.description)}</span></td></tr>"
                f"<tr><th>environment</th><td>{_e(info.environment)} {_e(info.environment_version)}</td></tr>"
                f"<tr><th>agent under test</th><td>{_e(info.agent or '–')}</td></tr>"
-               f"<tr><th>models</th><td>{models}</td></tr><tr><th>seed</th><td>{info.seed}</td></tr>"
+               f"<tr><th>models</th><td>{models}</td></tr>{_structured_row(info)}"
+               f"<tr><th>seed</th><td>{info.seed}</td></tr>"
                + _provenance_rows(info) + "</table>\n")
         yield "<section id=summary><h2>Summary</h2>"
         if report.outcomes:

@@ -1,0 +1,51 @@
+"""Secrets kept out of every text IntellAgent stores or reports: the values of the environment
+variables that settings name as keys, and any ``Authorization`` or bearer value.
+
+Apply a :class:`Redactor` where a text that may echo a request is made (a server's error body
+quotes the key it refused), so nothing downstream (the store, notes, reports, logs) can carry it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Iterable
+from urllib.parse import quote
+
+MASK = "[redacted]"
+MIN_SECRET = 6
+"""Shorter values are not taken for secrets: masking every "abc" would garble the text, and a
+key that short is no secret."""
+
+_HEADERS = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key)(\s*[:=]\s*)"
+                      r"(?:(bearer|basic|token)\s+)?[^\s,;\"'}]+")
+_BEARER = re.compile(r"(?i)\b(bearer|token)(\s+)[A-Za-z0-9._~+/=\-]{8,}")
+
+
+class Redactor:
+    """Masks known secret values and authorization headers in text."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        variants: set[str] = set()
+        for secret in secrets:
+            if secret and len(secret) >= MIN_SECRET:
+                # as it is, and as a JSON string or a URL would quote it
+                variants |= {secret, json.dumps(secret)[1:-1], quote(secret, safe="")}
+        # longest first, so a secret that contains another is masked whole
+        self._pattern = re.compile("|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))) \
+            if variants else None
+
+    @classmethod
+    def from_env(cls, names: Iterable[str]) -> "Redactor":
+        """The values of the environment variables ``names`` (those that are set)."""
+        return cls(os.environ.get(name, "") for name in set(names))
+
+    def __call__(self, text: str | None) -> str | None:
+        if not text:
+            return text
+        if self._pattern is not None:
+            text = self._pattern.sub(MASK, text)
+        text = _HEADERS.sub(lambda m: f"{m.group(1)}{m.group(2)}"
+                                      f"{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
+        return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

@@ -35,9 +35,9 @@ SCRIPT = "tests.almita_script:answer"  # a module name: the runs do not depend o
 FUNCTION = ["--model", "mock/function", "--set", f"llm.default.options.function={SCRIPT}"]
 
 
-def run(runner, tmp_path: Path, *args: str) -> dict:
+def run(runner, tmp_path: Path, *args: str, exit_code: int = 0) -> dict:
     result = runner.invoke(cli, ["run", *args, "--pipeline", "almita", "--workspace", str(tmp_path / "ws")])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     report = sorted((tmp_path / "ws" / "runs").glob("*/report.json"))[-1]
     return json.loads(report.read_text())
 
@@ -159,7 +159,8 @@ def test_conversations_with_a_test_not_scored_are_left_out_and_counted(runner, t
     (tmp_path / "failing.py").write_text(FAILING_MODEL)
     monkeypatch.chdir(tmp_path)
     report = run(runner, tmp_path, "almita", *FUNCTION, "--paths", "3", "--set", "llm.roles.agent.model=mock/function",
-                 "--set", "llm.roles.agent.options.function=failing.py:agent")
+                 "--set", "llm.roles.agent.options.function=failing.py:agent",
+                 exit_code=3)  # items left with infra errors: the run could not finish
     runs = {i["item"]: i["status"] for i in report["items"] if i["step"] == "runs"}
     tests = {i["item"]: [f"{i['item']}/{t['id']}" for t in i["value"]] for i in report["items"] if i["step"] == "tests"}
     unfinished = {c for c, ids in tests.items() if any(runs[t] == "infra-error" for t in ids)}

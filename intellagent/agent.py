@@ -13,6 +13,10 @@ opens what its conversations share (a connection pool) and says what the agent *
 identity. Results that depend on the agent are keyed by it. An agent whose answers may depend on
 more than what it is sent (a service, a remote model, a prompt file of its own) is a black box:
 without a declared version its dialogs are never reused from a finished run.
+
+An agent that runs its own tool loop (most deployed agents) says so with ``runs_own_tools``: the
+live session hands it the conversation's toolbox (:meth:`Agent.attach`), its plugin serves those
+tools to it (over MCP), and every call it makes there is recorded as the turn's tool calls.
 """
 
 from __future__ import annotations
@@ -119,12 +123,15 @@ class Agent:
     agent; ``ground_truth`` is None unless ``needs_ground_truth`` is set; ``setup`` is what
     :meth:`prepare` made for the run. ``black_box``: the agent's answers may depend on more than
     what it is sent (a default for any agent of a third party; model-backed and reference
-    agents are not)."""
+    agents are not). ``runs_own_tools``: the agent calls the environment's tools itself rather
+    than returning tool calls for the harness to run (a class attribute, or a property when an
+    option decides)."""
 
     Config: ClassVar[type] = NoOptions
     roles: ClassVar[dict[str, str]] = {}
     needs_ground_truth: ClassVar[bool] = False
     black_box: ClassVar[bool] = True
+    runs_own_tools: bool = False
 
     def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:
         self.config = config
@@ -149,6 +156,14 @@ class Agent:
     def turn_timeout(self) -> float | None:
         """Seconds one turn may take (the ``timeout`` option, when the agent has one)."""
         return getattr(self.config, "timeout", None)
+
+    def attach(self, toolbox: Any) -> None:
+        """For an agent that runs its own tools: the conversation's toolbox (a
+        :class:`~intellagent.session.ToolBox` on its database), before its first turn. The calls
+        the agent makes go through it (recorded, validated, under their timeouts)."""
+
+    def detach(self) -> None:
+        """The conversation is over: the agent can no longer reach its toolbox."""
 
     async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         raise NotImplementedError

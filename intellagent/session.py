@@ -4,6 +4,7 @@ the session that plays the agent's turns against it, one user message at a time.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,13 +63,16 @@ class ToolTimeout(Exception):
 class ToolBox:
     """The environment's tools on one database; every call is recorded. With ``offload``, calls
     run in its threads under the tool's timeout, so a tool that blocks stalls only its own
-    conversation."""
+    conversation. Calls through :meth:`acall` run one at a time (an agent calling tools of its
+    own may call several at once; the database takes one transaction at a time)."""
 
     env: Environment
     db: Database | None
     records: list[ToolCallRecord] = field(default_factory=list)
     terminal_called: bool = False
     offload: Offload | None = None
+    hung: str | None = None  # a call outlasted its timeout: no further call runs on this database
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def schemas(self) -> list[dict[str, Any]]:
         return [tool.openai_schema() for tool in self.env.tools.values()]
@@ -83,21 +87,25 @@ class ToolBox:
     async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
         """Run a call off the event loop (when the box has an ``offload``); raise
         :class:`ToolTimeout` when it outlasts its timeout."""
-        if self.offload is None:
-            return self.call(name, arguments, call_id)
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-        tool = self.env.tools.get(name)
-        result = None
-        if tool is not None:
-            timeout = tool.spec.timeout or self.env.tool_timeout
-            try:
-                result = await self.offload.run(tool.call, self.db, text, timeout=timeout)
-            except OffloadTimeout:
-                raise ToolTimeout(f"the environment's tool '{name}' did not return within "
-                                  f"{timeout:g} s") from None
-            except OffloadCrash as exc:  # what Tool.call lets through: KeyboardInterrupt and kin
-                result = ToolResult(output=f"Error: tool '{name}' crashed: {exc}", error=True, crashed=True)
-        return self._record(call_id, name, text, result)
+        async with self._lock:
+            if self.hung:
+                raise ToolTimeout(self.hung)
+            if self.offload is None:
+                return self.call(name, arguments, call_id)
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            tool = self.env.tools.get(name)
+            result = None
+            if tool is not None:
+                timeout = tool.spec.timeout or self.env.tool_timeout
+                try:
+                    result = await self.offload.run(tool.call, self.db, text, timeout=timeout)
+                except OffloadTimeout:
+                    self.hung = f"the environment's tool '{name}' did not return within {timeout:g} s"
+                    raise ToolTimeout(self.hung) from None
+                except OffloadCrash as exc:  # what Tool.call lets through: KeyboardInterrupt and kin
+                    result = ToolResult(output=f"Error: tool '{name}' crashed: {exc}", error=True,
+                                        crashed=True)
+            return self._record(call_id, name, text, result)
 
     def _record(self, call_id: str, name: str, text: str, result: ToolResult | None) -> ToolCallRecord:
         if result is None:
@@ -125,7 +133,12 @@ class Reply(BaseModel):
 class LiveSession:
     """One live conversation with an agent under test: each user message goes in, the agent's
     tool calls run on the toolbox's database and their results go back, until it replies
-    without tool calls (or calls a terminal tool, or runs out of tool steps)."""
+    without tool calls (or calls a terminal tool, or runs out of tool steps).
+
+    An agent that runs its own tool loop (``runs_own_tools``) is given the toolbox for the whole
+    conversation (``attach``; ``detach`` on :meth:`close`) and calls the tools itself, through an
+    endpoint its plugin serves; the calls it made during a turn are recorded there, and become
+    that turn's tool calls and messages exactly as if the harness had run them."""
 
     def __init__(self, agent: Agent, toolbox: ToolBox, system_prompt: str, *,
                  max_tool_steps: int = 10) -> None:
@@ -133,17 +146,33 @@ class LiveSession:
         self.toolbox = toolbox
         self.max_tool_steps = max_tool_steps
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+        self.runs_own_tools = bool(getattr(agent, "runs_own_tools", False))
+        if self.runs_own_tools:
+            agent.attach(toolbox)
+
+    def close(self) -> None:
+        """The conversation is over: an agent running its own tools can no longer reach them."""
+        if self.runs_own_tools:
+            self.runs_own_tools = False
+            self.agent.detach()
 
     async def respond(self, message: str) -> Reply:
         self.messages.append({"role": "user", "content": message})
         made: list[ToolCallRecord] = []
         tools = self.toolbox.schemas()
         for _ in range(self.max_tool_steps):
+            before = len(self.toolbox.records)
             turn = await self.agent.step(list(self.messages), tools)
+            own = self.toolbox.records[before:]  # the calls the agent made itself meanwhile
+            if own:
+                made += own
+                self._add_calls(own)
+            if self.toolbox.hung:
+                return Reply(tool_calls=made, error=self.toolbox.hung, infra=True)
             if turn.error:
                 return Reply(tool_calls=made, error=turn.error, infra=turn.infra)
             self.messages.append(turn.as_message())
-            if not turn.tool_calls:
+            if not turn.tool_calls or self.toolbox.terminal_called:
                 return Reply(content=turn.content or "", tool_calls=made)
             for call in turn.tool_calls:
                 try:
@@ -155,3 +184,10 @@ class LiveSession:
                 if self.toolbox.terminal_called:
                     return Reply(content=turn.content or "", tool_calls=made)
         return Reply(tool_calls=made, error=f"no reply after {self.max_tool_steps} tool steps")
+
+    def _add_calls(self, records: list[ToolCallRecord]) -> None:
+        """Calls the agent made itself, in the conversation as if it had asked for them."""
+        self.messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": r.id, "type": "function", "function": {"name": r.name, "arguments": r.arguments}}
+            for r in records]})
+        self.messages += [{"role": "tool", "tool_call_id": r.id, "content": r.output} for r in records]

@@ -1,5 +1,6 @@
-"""README's "Test your own agent": the HTTP agent and the Python agent run as written, with the
-commands README gives (the HTTP agent's port is the only thing changed: a free one)."""
+"""README's "Test your own agent": the HTTP agent, the Python agent and the MCP-loop agent run as
+written, with the commands README gives (an agent server's port is the only thing changed: a free
+one)."""
 
 from __future__ import annotations
 
@@ -49,25 +50,40 @@ def agent_replies(cwd: Path) -> list[str]:
             for t in i["value"]["turns"] if t["role"] == "assistant" and t["content"]]
 
 
-def test_the_http_agent_runs_as_written(tmp_path):
+def served_agent_replies(tmp_path: Path, script: str, readme_port: str) -> list[str]:
+    """Start README's agent server ``script`` on a free port, run README's command on it, and
+    return the agent's replies."""
     port = free_port()
-    (tmp_path / "my_agent_server.py").write_text(block("python", "my_agent_server.py").replace("8000", str(port)))
-    server = subprocess.Popen([sys.executable, "my_agent_server.py"], cwd=tmp_path)
+    (tmp_path / script).write_text(block("python", script).replace(readme_port, str(port)))
+    server = subprocess.Popen([sys.executable, script], cwd=tmp_path)
     try:
-        for _ in range(100):
+        for _ in range(200):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
                 time.sleep(0.05)
-        args = [a.replace("8000", str(port)) for a in command("my_agent_server.py &")]
+        args = [a.replace(readme_port, str(port)) for a in command(f"{script} &")]
         done = intellagent(args, tmp_path)
     finally:
         server.terminate()
         server.wait()
     assert done.returncode == 0, done.stderr
-    replies = agent_replies(tmp_path)
+    return agent_replies(tmp_path)
+
+
+def test_the_http_agent_runs_as_written(tmp_path):
+    replies = served_agent_replies(tmp_path, "my_agent_server.py", "8000")
     assert replies and set(replies) == {"We fly to 20 airports."}
+
+
+def test_the_mcp_loop_agent_runs_as_written(tmp_path):
+    replies = served_agent_replies(tmp_path, "my_mcp_agent.py", "8001")
+    assert replies and set(replies) == {"We fly to 20 airports."}
+    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    calls = [c["name"] for i in report["items"] if i["step"] == "dialogs"
+             for t in i["value"]["turns"] if t["role"] == "assistant" for c in t["tool_calls"]]
+    assert calls and set(calls) == {"list_all_airports"}  # the agent's own calls, in the transcript
 
 
 def test_the_python_agent_runs_as_written(tmp_path):

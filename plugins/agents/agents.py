@@ -8,8 +8,12 @@ the harness runs the tool calls and comes back with their results.
   ``role: tool`` messages; ``schemas/agent-request.schema.json``) and expects ``{"content": str |
   null, "tool_calls": [{"id", "name", "arguments"}]}`` (``schemas/agent-response.schema.json``,
   :class:`intellagent.agent.AgentResponse`).
+  With ``tools: mcp`` the agent runs its own tool loop instead: each request also carries
+  ``tools_url``, an MCP endpoint (streamable HTTP) serving the conversation's tools on its own
+  database, and every call the agent makes there is recorded as the turn's tool calls.
 - ``python``: ``module:callable`` called as ``fn(messages, tools)`` (sync or async), returning
   the reply text, or ``{"content": ..., "tool_calls": [{"name", "arguments"}]}``.
+- ``a2a``: an agent speaking the Agent2Agent protocol (:mod:`.a2a_agent`), its tools over MCP.
 
 HTTP and Python agents are black boxes: their answers may depend on more than what they are sent,
 so their dialogs are reused only within a run and the runs resuming it, unless they declare a
@@ -26,7 +30,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from pydantic import Field, field_validator
@@ -37,6 +41,7 @@ from intellagent.errors import ConfigError
 from intellagent.llm.types import ToolCall
 from intellagent.model import StrictModel
 from intellagent.offload import OffloadCrash, OffloadTimeout
+from intellagent_plugins.agents.tool_endpoint import ServesTools, ToolServer, mcp_missing
 
 
 def turn_from(data: Any) -> AgentTurn:
@@ -90,6 +95,51 @@ class FromEnv(StrictModel):
 SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie")
 
 
+def no_literal_secrets(headers: dict[str, Any]) -> dict[str, Any]:
+    """Headers from YAML, refused when a secret is written there rather than named."""
+    for name, header in headers.items():
+        if isinstance(header, str) and name.lower() in SECRET_HEADERS:
+            raise ValueError(f"header {name}: secrets are not accepted in YAML; put it in an "
+                             f"environment variable and write {{env: NAME}}")
+    return headers
+
+
+def header_values(headers: dict[str, str | FromEnv]) -> dict[str, str]:
+    """The headers to send, secrets read from the environment now (:class:`AgentUnavailable`
+    naming a variable that is not set)."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if isinstance(value, FromEnv):
+            if value.env not in os.environ:
+                raise AgentUnavailable(f"header {name}: the environment variable {value.env} is not set")
+            out[name] = os.environ[value.env]
+        else:
+            out[name] = value
+    return out
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` (an error to report) without the secrets of the agent's headers."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+async def start_tool_server(env: Any) -> ToolServer:
+    """The run's MCP endpoint serving ``env``'s tools, started (:class:`AgentUnavailable` when
+    it cannot be)."""
+    missing = mcp_missing()
+    if missing:
+        raise AgentUnavailable(f"an agent that runs its own tools {missing}")
+    server = ToolServer(env)
+    try:
+        await server.start()
+    except (OSError, RuntimeError) as exc:
+        raise AgentUnavailable(str(exc)) from None
+    return server
+
+
 class HttpConfig(StrictModel):
     url: str = Field(pattern=r"^https?://", description="The endpoint IntellAgent POSTs each turn to.")
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds per request.")
@@ -104,15 +154,16 @@ class HttpConfig(StrictModel):
                                    "the run instead of a one-message conversation.")
     max_connections: int = Field(default=64, ge=1, le=1024, description="Connections kept open "
                                  "to the endpoint for the whole run.")
+    tools: Literal["harness", "mcp"] = Field(default="harness", description="harness: the agent "
+                                             "returns tool calls and IntellAgent runs them; mcp: "
+                                             "the agent runs its own tool loop, calling the "
+                                             "conversation's tools at the tools_url each request "
+                                             "carries (needs intellagent[mcp]).")
 
     @field_validator("headers")
     @classmethod
     def _no_literal_secrets(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for name, header in value.items():
-            if isinstance(header, str) and name.lower() in SECRET_HEADERS:
-                raise ValueError(f"header {name}: secrets are not accepted in YAML; put it in an "
-                                 f"environment variable and write {{env: NAME}}")
-        return value
+        return no_literal_secrets(value)
 
 
 class Unreachable(Exception):
@@ -124,13 +175,15 @@ class Unreachable(Exception):
 
 
 class HttpShared:
-    """What one run's HTTP conversations share: the headers, one connection pool."""
+    """What one run's HTTP conversations share: the headers, one connection pool, and the MCP
+    endpoint serving the tools of an agent that runs its own (``tools``)."""
 
     def __init__(self, config: HttpConfig, headers: dict[str, str]) -> None:
         self.config = config
         self.headers = headers
         self.secrets = [v for k, v in headers.items() if isinstance(config.headers.get(k), FromEnv)]
         self.session: aiohttp.ClientSession | None = None
+        self.tools: ToolServer | None = None
 
     def client(self) -> aiohttp.ClientSession:
         if self.session is None or self.session.closed:
@@ -140,10 +193,7 @@ class HttpShared:
         return self.session
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            if secret:
-                text = text.replace(secret, "[redacted]")
-        return text
+        return redact(text, self.secrets)
 
     async def close(self) -> None:
         if self.session is not None:
@@ -188,32 +238,35 @@ def _unreachable(exc: BaseException, config: HttpConfig) -> Unreachable:
     return Unreachable("connection lost", str(exc))
 
 
-class HttpAgent(Agent):
+class HttpAgent(ServesTools, Agent):
     """Your agent behind an HTTP endpoint (contract in the module docstring)."""
 
     Config = HttpConfig
 
     @classmethod
+    def check(cls, config: HttpConfig) -> str | None:
+        missing = mcp_missing() if config.tools == "mcp" else None
+        return f"http agent with tools: mcp {missing}" if missing else None
+
+    @classmethod
     async def prepare(cls, config: HttpConfig, env: Any) -> AgentSetup:
-        headers: dict[str, str] = {}
-        for name, value in config.headers.items():
-            if isinstance(value, FromEnv):
-                if value.env not in os.environ:
-                    raise AgentUnavailable(f"header {name}: the environment variable {value.env} "
-                                           "is not set")
-                headers[name] = os.environ[value.env]
-            else:
-                headers[name] = value
-        shared = HttpShared(config, headers)
+        shared = HttpShared(config, header_values(config.headers))
         setup = AgentSetup(shared=shared, describe=config.url, closers=[shared.close])
         try:
+            if config.tools == "mcp":
+                shared.tools = await start_tool_server(env)
+                setup.closers.append(shared.tools.close)
             reported = await _preflight(shared, env)
         except BaseException:
-            await shared.close()
+            await setup.close()
             raise
         version = config.version or reported
         setup.identity = f"version:{version}" if version else None
         return setup
+
+    @property
+    def runs_own_tools(self) -> bool:
+        return self.config.tools == "mcp"
 
     @property
     def turn_timeout(self) -> float | None:
@@ -228,9 +281,15 @@ class HttpAgent(Agent):
     async def step(self, messages, tools):
         shared = self._shared()
         conversation = f"{getattr(self.ctx, 'run_id', '') or 'run'}:{getattr(self.ctx, 'item', '') or id(self)}"
+        body = {"messages": messages, "tools": tools, "conversation_id": conversation}
+        if self.runs_own_tools:
+            if self.tools_dialog is None:
+                return AgentTurn(error="the agent runs its own tools, which only a live dialog "
+                                       "serves (this step replays turns)", infra=True)
+            body["tools_url"] = self.tools_dialog.url
         try:
-            data, _ = await shared.post({"messages": messages, "tools": tools,
-                                         "conversation_id": conversation})
+            with self.tools_turn():
+                data, _ = await shared.post(body)
             return turn_from(data)
         except Unreachable as exc:
             return AgentTurn(error=f"agent unreachable ({exc.cause}): {shared.redact(str(exc))} "
@@ -261,10 +320,16 @@ async def _preflight(shared: HttpShared, env: Any) -> str | None:
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 raise _unreachable(exc, config) from None
         tools = [t.openai_schema() for t in env.tools.values()] if env is not None else []
-        data, version = await shared.post({
-            "messages": [{"role": "system", "content": env.prompt if env is not None else ""},
-                         {"role": "user", "content": "Hello."}],
-            "tools": tools, "conversation_id": "intellagent-preflight"})
+        body = {"messages": [{"role": "system", "content": env.prompt if env is not None else ""},
+                             {"role": "user", "content": "Hello."}],
+                "tools": tools, "conversation_id": "intellagent-preflight"}
+        if shared.tools is None:
+            data, version = await shared.post(body)
+        else:  # an agent running its own tools may call them: on a throwaway seed database
+            async with shared.tools.throwaway() as dialog:
+                body["tools_url"] = dialog.url
+                with dialog.turn():
+                    data, version = await shared.post(body)
         turn_from(data)
         return version
     except Unreachable as exc:

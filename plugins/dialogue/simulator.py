@@ -87,6 +87,7 @@ class Conversation:
         return diff_databases(self.initial, self.db).model_dump(mode="json")
 
     def close(self) -> None:
+        self.session.close()
         for db in (self.initial, self.db):
             if db is not None:
                 db.close()
@@ -172,6 +173,7 @@ class UserAgent(Simulator):
         talk = Conversation(ctx, scenario, self.config.max_tool_steps)
         try:
             dialog = await self._loop(ctx, scenario, talk)
+            talk.session.close()  # an agent calling tools itself: none after the dialog ends
             dialog.tool_errors = sum(1 for r in talk.toolbox.records if r.error)
             self.finish(dialog, talk.session)
             if talk.db is not None:

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from intellagent.errors import IntellagentError
+from intellagent.events import AgentTurnDone, Clock
 from intellagent.llm.types import ToolCall
 from intellagent.steps import NoOptions
 
@@ -181,6 +182,15 @@ class GuardedAgent:
         return getattr(self.agent, name)
 
     async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
+        clock = Clock()
+        turn = await self._step(messages, tools)
+        observe = getattr(getattr(self.agent, "ctx", None), "observe", None)
+        if observe is not None:
+            observe(AgentTurnDone(started=clock.started, seconds=clock.seconds,
+                                  tool_calls=len(turn.tool_calls), error=turn.error))
+        return turn
+
+    async def _step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         timeout = getattr(self.agent, "turn_timeout", None)
         try:
             return await asyncio.wait_for(self.agent.step(messages, tools), timeout)

@@ -15,6 +15,7 @@ from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash
 from intellagent.llm import LLM
 from intellagent.llm.types import ChatReply, Outcome, Status
+from intellagent.events import Observe
 from intellagent.offload import Offload
 from intellagent.store import Store
 
@@ -95,6 +96,7 @@ class StepContext:
     run_id: str | None
     step: str
     offload: Offload | None = field(repr=False, default=None)  # threads for blocking calls
+    observe: Observe | None = field(repr=False, default=None)  # told of agent turns, tool calls
     _store: Store = field(repr=False, default=None)  # type: ignore[assignment]
     _agent: Callable[..., Any] | None = field(repr=False, default=None)
     _memo_scope: Any = field(repr=False, default=None)

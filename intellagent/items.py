@@ -58,7 +58,8 @@ class ItemMaker:
                  run_id: str, owner: str,
                  on_error: Callable[[PlannedStep, BaseException], None],
                  agent: AgentSetup | None = None, lineage: str = "",
-                 offload: Offload | None = None) -> None:
+                 offload: Offload | None = None,
+                 observe: Callable[[PlannedStep, str, Any], None] | None = None) -> None:
         self.plan = plan
         self.env = env
         self.store = store
@@ -70,6 +71,7 @@ class ItemMaker:
         self.agent = agent or AgentSetup()
         self.lineage = lineage  # the run a black-box agent's dialogs are reused within
         self.offload = offload
+        self.observe = observe  # told of agent turns and tool calls inside an item
         self.made = 0  # items this process computed
         self._static: dict[str, str] = {}
 
@@ -195,12 +197,14 @@ class ItemMaker:
                             replace=not self.llm.cache_enabled,
                             warnings=json.dumps(out.warnings),
                             scores="[" + ",".join(s.model_dump_json() for s in out.scores) + "]")
-        return Held(value, value_hash, out.status, out.halts)
+        return Held(value, value_hash, out.status, out.halts, made=True)
 
     def context(self, step: PlannedStep, scope: Scope, key: str, draw: str | None = None) -> StepContext:
         """What ``step`` sees while it computes the item ``key``."""
+        observe = self.observe
         ctx = StepContext(env=self.env, llm=StepLLM(self.llm, step.name, step.roles, key, draw=draw),
                           seed=self.seed, offload=self.offload,
+                          observe=(lambda event: observe(step, scope.key, event)) if observe else None,
                           key=key, item=scope.key, run_id=self.run_id, step=step.name,
                           # the plugin's own name, not its registered one: a plugin moved to another
                           # name space keeps its draws and its memos

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 from intellagent import __version__
 from intellagent.agent import AgentSetup, AgentUnavailable
 from intellagent.environment import Environment
+from intellagent.events import AgentTurnDone, ModelCall, ToolCallDone
 from intellagent.errors import IntellagentError
 from intellagent.executors import SharedRun, WorkerJob
 from intellagent.hashing import content_hash
@@ -132,7 +133,9 @@ class Runner:
         self.handle = RunHandle(run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
         self.items = ItemMaker(self.plan, self.env, store=self.store, llm=self.llm, seed=self.seed,
                                run_id=run_id, owner=owner, on_error=self._step_error,
-                               agent=self.agent, lineage=self.lineage, offload=self.offload)
+                               agent=self.agent, lineage=self.lineage, offload=self.offload,
+                               observe=self._inside_item)
+        self.llm.watchers.append(self._model_call)
 
     def _shared_run(self) -> SharedRun:
         """What a sharing executor needs: this run, and (here, not in a worker) how to start
@@ -271,8 +274,22 @@ class Runner:
     def step_started(self, step: PlannedStep) -> None:
         self.hook.before_step(run=self.handle, step=step)
 
+    def item_started(self, step: PlannedStep, scope: Scope) -> None:
+        self.hook.before_item(run=self.handle, step=step, item=scope.key)
+
     def item_done(self, step: PlannedStep, scope: Scope, held: Held) -> None:
         self.progress.tick(step.name, held.status)
+        self.hook.after_item(run=self.handle, step=step, item=scope.key, status=held.status,
+                             made=held.made)
+
+    def _model_call(self, call: ModelCall) -> None:
+        self.hook.after_model_call(run=self.handle, call=call)
+
+    def _inside_item(self, step: PlannedStep, item: str, event: Any) -> None:
+        if isinstance(event, AgentTurnDone):
+            self.hook.after_agent_turn(run=self.handle, step=step, item=item, turn=event)
+        elif isinstance(event, ToolCallDone):
+            self.hook.after_tool_call(run=self.handle, step=step, item=item, call=event)
 
     def step_done(self, step: PlannedStep) -> None:
         done, not_ok, _ = self.progress.counts[step.name]

@@ -30,6 +30,7 @@ class Held:
     hash: str
     status: str = "ok"
     halt: bool = False
+    made: bool = False  # computed now (not reused from the store)
 
 
 SKIPPED = Held(None, "", "skipped", True)
@@ -61,8 +62,11 @@ class StepObserver(Protocol):
     def expect(self, step: PlannedStep, n: int) -> None:
         """``n`` more items of ``step`` are known."""
 
+    def item_started(self, step: PlannedStep, scope: Scope) -> None:
+        """One item of ``step`` starts: its inputs are ready."""
+
     def item_done(self, step: PlannedStep, scope: Scope, held: Held) -> None:
-        """One item of ``step`` is finished (made, reused, or skipped for a halted input)."""
+        """One item of ``step`` is finished (made, or reused)."""
 
     def step_started(self, step: PlannedStep) -> None:
         """``step`` starts its first item."""
@@ -209,6 +213,7 @@ class Scheduler:
             if step.name not in self._started:
                 self._started.add(step.name)
                 self.observer.step_started(step)
+            self.observer.item_started(step, scope)
             held = await self.make(step, scope, *got)
             self.observer.item_done(step, scope, held)
         scope.results[step.name].set_result(held)

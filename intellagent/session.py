@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from intellagent.agent import Agent
 from intellagent.environment import Database, Environment
 from intellagent.environment.tools import ToolResult
+from intellagent.events import Clock, Observe, ToolCallDone
 from intellagent.offload import Offload, OffloadCrash, OffloadTimeout
 
 
@@ -71,6 +72,7 @@ class ToolBox:
     records: list[ToolCallRecord] = field(default_factory=list)
     terminal_called: bool = False
     offload: Offload | None = None
+    observe: Observe | None = None  # told of every call (progress, traces)
     hung: str | None = None  # a call outlasted its timeout: no further call runs on this database
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
@@ -86,7 +88,21 @@ class ToolBox:
 
     async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
         """Run a call off the event loop (when the box has an ``offload``); raise
-        :class:`ToolTimeout` when it outlasts its timeout."""
+        :class:`ToolTimeout` when it outlasts its timeout. ``observe`` is told of it."""
+        clock = Clock()
+        try:
+            record = await self._acall(name, arguments, call_id)
+        except ToolTimeout:
+            if self.observe is not None:
+                self.observe(ToolCallDone(name=name, started=clock.started, seconds=clock.seconds,
+                                          error=True, call_id=call_id))
+            raise
+        if self.observe is not None:
+            self.observe(ToolCallDone(name=name, started=clock.started, seconds=clock.seconds,
+                                      error=record.error, call_id=call_id))
+        return record
+
+    async def _acall(self, name: str, arguments: str | dict[str, Any], call_id: str) -> ToolCallRecord:
         async with self._lock:
             if self.hung:
                 raise ToolTimeout(self.hung)

@@ -357,3 +357,73 @@ def test_hook_on_run_error(shop, tmp_path):
         pass
     assert [type(a["error"]).__name__ for n, a in seen if n == "on_run_error"] == ["RuntimeError"]
     assert not any(n == "after_run" for n, _ in seen)
+
+
+# -- observer hooks inside an item ---------------------------------------------------------------
+
+def tool_agent(messages, tools):
+    if messages[-1]["role"] == "tool":
+        return "done"
+    return {"tool_calls": [{"name": "get_customer", "arguments": {"customer_id": "c1"}}]}
+
+
+def dialog_run(shop, tmp_path, seen):
+    observer = types.ModuleType("inside")
+    for name in ("before_item", "after_item", "after_model_call", "after_agent_turn", "after_tool_call"):
+        args = {"before_item": "run, step, item", "after_item": "run, step, item, status, made",
+                "after_model_call": "run, call", "after_agent_turn": "run, step, item, turn",
+                "after_tool_call": "run, step, item, call"}[name]
+        namespace: dict = {"seen": seen}
+        exec(f"def {name}({args}):\n    seen.append(({name!r}, dict({', '.join(f'{a}={a}' for a in args.split(', '))})))",
+             namespace)
+        setattr(observer, name, hookimpl(namespace[name]))
+    scenarios = plugin("s", register_stages=lambda register: register(_scenario_sampler()))
+    registry = load_registry(plugins=[scenarios, observer])
+    pipeline = {"agent": {"use": "python", "with": {"callable": "tests.test_hooks:tool_agent"}},
+                "llm": {"default": {"model": "mock/schema"}},
+                "steps": {"scenarios": {"use": "hook-scenarios"},
+                          "dialogs": {"use": "user-agent", "each": "scenarios", "with": {"max_turns": 1}}},
+                "report": []}
+    return run_pipeline(pipeline, load_environment(shop), registry=registry, workspace=tmp_path,
+                        hooks=registry.pm)
+
+
+def test_hook_before_item(shop, tmp_path):
+    seen: list = []
+    dialog_run(shop, tmp_path, seen)
+    started = [(a["step"].name, a["item"]) for n, a in seen if n == "before_item"]
+    assert started == [("scenarios", ""), ("dialogs", "S1")]
+
+
+def test_hook_after_item(shop, tmp_path):
+    seen: list = []
+    dialog_run(shop, tmp_path, seen)
+    done = [(a["step"].name, a["item"], a["status"], a["made"]) for n, a in seen if n == "after_item"]
+    assert done == [("scenarios", "", "ok", True), ("dialogs", "S1", "ok", True)]
+    again: list = []
+    dialog_run(shop, tmp_path, again)  # the same run again: the sampler's item is reused
+    assert ("scenarios", "", "ok", False) in [(a["step"].name, a["item"], a["status"], a["made"])
+                                              for n, a in again if n == "after_item"]
+
+
+def test_hook_after_model_call(shop, tmp_path):
+    seen: list = []
+    dialog_run(shop, tmp_path, seen)
+    calls = [a["call"] for n, a in seen if n == "after_model_call"]
+    assert calls and {c.role for c in calls} == {"user"} and {c.stage for c in calls} == {"dialogs"}
+    assert all(c.outcome == "ok" and c.model == "mock/schema" and c.started > 0 for c in calls)
+
+
+def test_hook_after_agent_turn(shop, tmp_path):
+    seen: list = []
+    dialog_run(shop, tmp_path, seen)
+    turns = [(a["item"], a["turn"]) for n, a in seen if n == "after_agent_turn"]
+    assert [t.tool_calls for _, t in turns] == [1, 0] and {i for i, _ in turns} == {"S1"}
+    assert all(t.error is None and t.seconds >= 0 for _, t in turns)
+
+
+def test_hook_after_tool_call(shop, tmp_path):
+    seen: list = []
+    dialog_run(shop, tmp_path, seen)
+    calls = [(a["step"].name, a["call"]) for n, a in seen if n == "after_tool_call"]
+    assert [(s, c.name, c.error) for s, c in calls] == [("dialogs", "get_customer", False)]

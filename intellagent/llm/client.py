@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import BaseModel
 
+from intellagent.events import ModelCall
 from intellagent.hashing import content_hash
 from intellagent.llm.errors import (REFUSALS, ModelRefused, OutputInvalid, ProviderError,
                                     RepeatedRefusal, RequestRejected, RequestTimeout)
@@ -56,6 +57,19 @@ class LLM:
         self._structured_roles: set[str] = set()  # roles that asked for structured output
         self._answered: set[int] = set()  # providers that have answered once (by id)
         self._gates: dict[int, asyncio.Future] = {}  # a provider's first call, which others wait for
+        self.watchers: list[Callable[[ModelCall], None]] = []  # told of every call as it ends
+
+    def _tell(self, record: dict[str, Any], **done: Any) -> None:
+        """Tell the watchers (progress, the observer hooks) that a call ended."""
+        if not self.watchers:
+            return
+        seconds = done.pop("latency_ms", 0.0) / 1000
+        event = ModelCall(stage=record.get("stage"), role=record["role"], model=record["model"],
+                          kind=record["kind"], item=record.get("item_key"),
+                          provider=record.get("provider"), started=time.time() - seconds,
+                          seconds=seconds, **done)
+        for watch in self.watchers:
+            watch(event)
 
     def _key_variables(self) -> set[str]:
         """The environment variables that hold this run's model keys."""
@@ -217,6 +231,8 @@ class LLM:
                 self.store.record_call(**record, cached=True, attempts=0, outcome="ok",
                                        prompt_tokens=usage.prompt_tokens,
                                        completion_tokens=usage.completion_tokens)
+                self._tell(record, cached=True, attempts=0, outcome="ok", cost_usd=0.0,
+                           prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
                 return Outcome(status=Status.ok, value=decode(hit.response), usage=usage,
                                cached=True, request_hash=key)
             future: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -365,6 +381,9 @@ class LLM:
             self.store.record_call(**record, attempts=attempts, outcome=status.value, error=reason,
                                    latency_ms=latency_ms, prompt_tokens=usage.prompt_tokens,
                                    completion_tokens=usage.completion_tokens, cost_usd=cost)
+            self._tell(record, cached=False, attempts=attempts, outcome=status.value, error=reason,
+                       latency_ms=latency_ms, prompt_tokens=usage.prompt_tokens,
+                       completion_tokens=usage.completion_tokens, cost_usd=cost)
             return Outcome(status=status, error=reason, attempts=attempts, usage=usage, cost_usd=cost,
                            request_hash=key)
 
@@ -375,6 +394,9 @@ class LLM:
             cache={"request_hash": key, "model": request.model, "kind": kind,
                    "response": encode(value), "prompt_tokens": usage.prompt_tokens,
                    "completion_tokens": usage.completion_tokens} if cacheable else None)
+        self._tell(record, cached=False, attempts=attempts, outcome="ok", latency_ms=latency_ms,
+                   prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                   cost_usd=cost)
         return Outcome(status=Status.ok, value=value, usage=usage, cost_usd=cost, attempts=attempts,
                        request_hash=key)
 

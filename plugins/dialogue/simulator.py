@@ -76,7 +76,7 @@ class Conversation:
     def __init__(self, ctx: Any, scenario: Scenario, max_tool_steps: int) -> None:
         self.db = ctx.database(scenario.rows)
         self.initial = self.db.copy() if self.db is not None else None
-        self.toolbox = ToolBox(ctx.env, self.db, offload=ctx.offload)
+        self.toolbox = ToolBox(ctx.env, self.db, offload=ctx.offload, observe=ctx.observe)
         self.session = LiveSession(ctx.agent(ground_truth=scenario.ground_truth), self.toolbox,
                                    ctx.env.prompt, max_tool_steps=max_tool_steps)
 

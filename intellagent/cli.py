@@ -413,6 +413,8 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
     if report.info.structured:
         click.echo(f"  structured output: {report.info.structured_text()}")
+    if report.info.budget_left:
+        click.echo(f"  budget: {report.info.budget_left} left unspent")
     for gate in report.gates:
         click.echo(f"  {gate.line()}")
     retried: dict[str, int] = {}  # statuses a re-run can fix
@@ -584,24 +586,27 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
 
         click.echo(f"structured output: {RunInfo.model_validate(info).structured_text()}")
     header = f"{'step':<12} {'model':<24} {'calls':>6} {'cached':>6} {'failed':>6} " \
-             f"{'prompt tok':>11} {'compl. tok':>11} {'cost $':>10} {'request s':>9} {'queued s':>9}"
+             f"{'prompt tok':>11} {'of which':>9} {'compl. tok':>11} {'cost $':>10} {'request s':>9} " \
+             f"{'queued s':>9}"
     click.echo(header)
-    totals = {"calls": 0, "cached": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0,
-              "cost_usd": 0.0}
+    totals = {"calls": 0, "cached": 0, "failed": 0, "prompt_tokens": 0, "cached_tokens": 0,
+              "completion_tokens": 0, "cost_usd": 0.0}
 
     def seconds(ms: float | None) -> str:
         return "–" if ms is None else f"{ms / 1000:.2f}"
 
     for r in rows:
         click.echo(f"{(r['stage'] or '-'):<12} {r['model']:<24} {r['calls']:>6} {r['cached']:>6} "
-                   f"{r['failed']:>6} {r['prompt_tokens']:>11} {r['completion_tokens']:>11} "
+                   f"{r['failed']:>6} {r['prompt_tokens']:>11} {r['cached_tokens']:>9} "
+                   f"{r['completion_tokens']:>11} "
                    f"{r['cost_usd']:>10.4f} {seconds(r['request_ms']):>9} {seconds(r['queue_ms']):>9}")
         for k in totals:
             totals[k] += r[k]
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
-               f"{totals['failed']:>6} {totals['prompt_tokens']:>11} "
+               f"{totals['failed']:>6} {totals['prompt_tokens']:>11} {totals['cached_tokens']:>9} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
-    click.echo("(request s: mean seconds from a request to its answer, retries included; queued s: "
+    click.echo("(of which: prompt tokens the provider read from its prompt cache, priced at its cached "
+               "rate; request s: mean seconds from a request to its answer, retries included; queued s: "
                "mean seconds waiting for a concurrency slot or the rate limits before it)")
     here = store.cost_summary(run_id, made_here=True)
     paid = sum(r["cost_usd"] for r in here)

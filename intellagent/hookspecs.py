@@ -253,7 +253,7 @@ def on_step_error(run: ObservedRun, step: ObservedStep, error: BaseException) ->
 def before_item(run: ObservedRun, step: ObservedStep, item: str) -> None:
     """Called when one item of a step starts (its inputs are ready).
 
-    ``item`` is the item's key in the run (``E0004``, ``""`` for a step that runs once). Every
+    ``run`` is the current run; ``step`` the planned step; ``item`` is the item's key in the run (``E0004``, ``""`` for a step that runs once). Every
     implementation is called; return values are ignored.
     """
 
@@ -262,7 +262,8 @@ def before_item(run: ObservedRun, step: ObservedStep, item: str) -> None:
 def after_item(run: ObservedRun, step: ObservedStep, item: str, status: str, made: bool) -> None:
     """Called when one item of a step is finished.
 
-    ``status`` is how it ended (``ok``, ``pass``, ``infra-error`` …); ``made`` is False when it
+    ``run`` is the current run; ``step`` the planned step; ``item`` the item's key; ``status``
+    is how it ended (``ok``, ``pass``, ``infra-error`` …); ``made`` is False when it
     was reused from the store (nothing was computed). Every implementation is called; return
     values are ignored.
     """
@@ -272,7 +273,7 @@ def after_item(run: ObservedRun, step: ObservedStep, item: str, status: str, mad
 def after_model_call(run: ObservedRun, call: Any) -> None:
     """Called when a model call ended (answered, failed, or found in the cache).
 
-    ``call`` is an :class:`intellagent.events.ModelCall`: stage (the step), role, model, item,
+    ``run`` is the current run; ``call`` is an :class:`intellagent.events.ModelCall`: stage (the step), role, model, item,
     cached, attempts, outcome, tokens, cost, when it started and how long it took. Called from
     the event loop: keep it quick. Every implementation is called; return values are ignored.
     """
@@ -282,6 +283,7 @@ def after_model_call(run: ObservedRun, call: Any) -> None:
 def after_agent_turn(run: ObservedRun, step: ObservedStep, item: str, turn: Any) -> None:
     """Called when the agent under test answered one turn (or failed to).
 
+    ``run`` is the current run; ``step`` the step talking to the agent; ``item`` the item's key;
     ``turn`` is an :class:`intellagent.events.AgentTurnDone`: when it started, how long it took,
     how many tool calls it asked for, its error. Every implementation is called; return values
     are ignored.
@@ -292,6 +294,7 @@ def after_agent_turn(run: ObservedRun, step: ObservedStep, item: str, turn: Any)
 def after_tool_call(run: ObservedRun, step: ObservedStep, item: str, call: Any) -> None:
     """Called when a tool of the environment ran on a conversation's database.
 
+    ``run`` is the current run; ``step`` the step of the conversation; ``item`` the item's key;
     ``call`` is an :class:`intellagent.events.ToolCallDone`: the tool's name, when it started,
     how long it took, whether it failed. Every implementation is called; return values are
     ignored.

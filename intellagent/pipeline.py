@@ -77,6 +77,9 @@ class ModelSettings(StrictModel):
 class Price(StrictModel):
     input: float = Field(ge=0, description="Dollars per million prompt tokens.")
     output: float = Field(ge=0, description="Dollars per million completion tokens.")
+    cached_input: float | None = Field(default=None, ge=0, description="Dollars per million "
+                                       "prompt tokens read from the provider's prompt cache "
+                                       "(default: the input price).")
 
 
 class LLMSettings(StrictModel):
@@ -105,8 +108,10 @@ class LLMSettings(StrictModel):
                                                                      "this much is spent.")
     budget_tokens: int | None = Field(default=None, ge=0)
     cache: bool = True
-    prices: dict[str, Price] = Field(default_factory=dict, description="Overrides of the price "
-                                                                       "table, by model name.")
+    prices: dict[str, Price] = Field(default_factory=dict, description="Prices by model name (or "
+                                     "name prefix), over the maintained table of genai-prices: a "
+                                     "model neither knows has no price (a dollar budget refuses "
+                                     "it).")
 
     def for_role(self, role: str) -> ModelSettings:
         """The role's own settings, else the default."""

@@ -54,6 +54,8 @@ class RunInfo(BaseModel):
     status: str = "done"
     provenance: Provenance | None = Field(default=None, description="Everything that defines what "
                                           "was tested (None for runs made before it was recorded).")
+    budget_left: str = Field(default="", description="What the run's budget left unspent (empty "
+                             "without a budget).")
     reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
                                               "to the agent: dialogs taken from earlier runs, by run.")
     structured: dict[str, str] = Field(default_factory=dict, description="How each role's endpoint "

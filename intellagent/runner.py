@@ -193,8 +193,26 @@ class Runner:
             keeper.cancel()
             await executor.close()
 
+    def _check_prices(self) -> None:
+        """A model with no known price: a warning naming it; with a dollar budget (and no token
+        budget), a refusal, since the budget could not hold."""
+        unpriced = self.llm.unpriced(sorted(self.plan.roles))
+        if not unpriced:
+            return
+        models = "; ".join(f"{m} (role {', '.join(r)})" for m, r in unpriced.items())
+        how = (f"give it with --set 'llm.prices.{next(iter(unpriced))}={{input: 2.5, output: 10}}' "
+               "(dollars per million tokens)")
+        s = self.llm.settings
+        if s.budget_usd is not None and s.budget_tokens is None:
+            raise IntellagentError(f"a dollar budget needs every model's price, and there is none for "
+                                   f"{models}: {how}, or give a token budget (llm.budget_tokens) instead",
+                                   item="llm.budget_usd")
+        self.progress.stream.write(f"warning: no known price for {models}: its calls count as $0; "
+                                   f"{how}\n")
+
     async def run(self) -> RunResult:
         spec = self.plan.spec
+        self._check_prices()
         try:
             await self._prepare_agent()
         except BaseException:
@@ -264,7 +282,7 @@ class Runner:
                        structured=self.llm.structured_modes(sorted(plan.roles)),
                        seed=self.seed, status=status,
                        provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__),
-                       reused=reused)
+                       reused=reused, budget_left=self.llm.budget_left())
 
     # -- what the scheduler tells (progress and the observer hooks) ------------------------
 

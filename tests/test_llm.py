@@ -474,7 +474,7 @@ def test_requests_per_minute_limit(monkeypatch):
 # -- budget, cache, accounting -------------------------------------------------------------------
 
 def test_budget_stops_new_calls_and_says_so():
-    settings = LLMSettings(budget_usd=0.001, prices={"mock/schema": Price(input=20.0, output=20.0)})
+    settings = LLMSettings(budget_usd=0.55, prices={"mock/schema": Price(input=20.0, output=20.0)})
     llm = LLM(settings)
     outcomes = [run(llm.structured([{"role": "user", "content": f"item {i}"}], Policies))
                 for i in range(30)]
@@ -482,30 +482,38 @@ def test_budget_stops_new_calls_and_says_so():
     skipped = [o for o in outcomes if o.status is Status.budget_exhausted]
     assert made and skipped and len(made) + len(skipped) == 30
     assert outcomes.index(skipped[0]) == len(made)  # everything after the limit is skipped
-    assert llm.spent_usd >= 0.001 and llm.budget_exhausted
-    assert "budget of $0.0010 reached" in skipped[0].error and "run again to resume" in skipped[0].error
+    assert 0 < llm.spent_usd <= 0.55 and llm.budget_exhausted  # never overshot
+    assert "budget reached" in skipped[0].error and "left unspent" in skipped[0].error
+    assert "run again to resume" in skipped[0].error
     assert len(llm.store.calls()) == len(made)  # skipped calls never reached a model
 
 
-def test_budget_lets_in_flight_calls_finish():
+def test_calls_in_flight_never_overshoot_the_budget():
+    """Each call's worst case (its prompt and output cap) is held against the budget before it
+    is sent: of a burst of 10, only as many as the budget can pay for in the worst case go."""
     with OpenAIServer(latency=0.2) as server:
-        llm = http_llm(server, max_concurrency=4)
+        llm = http_llm(server, max_concurrency=8)
 
         async def burst():
             assert (await llm.chat(USER)).ok  # the endpoint's first call goes alone
-            llm.settings.budget_tokens = llm.spent_tokens + 1
+            request = llm._request("default", [{"role": "user", "content": "0"}])
+            dollars, worst = llm._worst(request, len(request.canonical()) // 4, 1)
+            llm.settings.budget_tokens = llm.spent_tokens + int(2.5 * worst)
             return await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
                                           for i in range(10)])
 
         outcomes = run(burst())
-        assert [o.status for o in outcomes].count(Status.ok) == 4  # the first wave was in flight
-        assert [o.status for o in outcomes].count(Status.budget_exhausted) == 6
-        assert len(server.requests) == 5
+        assert [o.status for o in outcomes].count(Status.ok) == 2  # what 2.5 worst cases pay for
+        assert [o.status for o in outcomes].count(Status.budget_exhausted) == 8
+        assert len(server.requests) == 3 and llm.spent_tokens <= llm.settings.budget_tokens
 
 
 def test_token_budget(scripted_llm):
     llm, _ = scripted_llm("a" * 400, "b", budget_tokens=50)
+    assert run(llm.chat(USER)).status is Status.budget_exhausted  # its worst case (an output cap) exceeds 50
+    llm, _ = scripted_llm("a" * 400, "b", budget_tokens=8000)
     assert run(llm.chat(USER)).ok
+    llm.settings.budget_tokens = llm.spent_tokens + 100
     assert run(llm.chat(USER)).status is Status.budget_exhausted
 
 

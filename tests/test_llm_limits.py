@@ -196,9 +196,11 @@ def test_every_attempts_tokens_are_recorded_priced_and_charged(tmp_path, runner)
 def test_a_failed_call_spends_the_token_budget():
     with OpenAIServer() as server:
         server.schedule("invalid", "invalid", "invalid")
-        llm = LLM(settings(server, budget_tokens=10))
+        llm = LLM(settings(server))
         first = run(ask(llm))
         assert first.status is Status.invalid_output and llm.spent_tokens > 10
+        assert llm.spent_tokens == first.usage.total and len(server.requests) == 3
+        llm.settings.budget_tokens = llm.spent_tokens + 10  # the failed attempts spent the rest
         assert run(ask(llm)).status is Status.budget_exhausted  # nothing more is sent
         assert len(server.requests) == 3
 

@@ -21,7 +21,8 @@ def pipeline(tmp_path, server: OpenAIServer, structured: str = "json_schema", ro
     text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text().replace(
         "default: {model: mock/schema}",
         f"default: {{model: small-model, base_url: '{server.base_url}', api_key_env: MY_KEY, "
-        f"structured: {structured}}}{roles}\n  max_retries: 1\n  backoff_base: 0.01")
+        f"structured: {structured}}}{roles}\n  max_retries: 1\n  backoff_base: 0.01\n"
+        "  prices: {small-model: {input: 0.1, output: 0.2}}")
     path = tmp_path / "pipeline.yaml"
     path.write_text(text)
     return str(path)

@@ -107,8 +107,8 @@ def test_a_resumed_run_writes_a_new_folder_only_when_asked(runner, tmp_path):
     assert runner.invoke(cli, args).exit_code == 3  # stopped by the budget: could not finish
     assert runner.invoke(cli, args).exit_code == 3  # still stopped by the budget: same folder
     assert len(list(tmp_path.glob("runs/*"))) == 1
-    # a run of its own: it reuses what the stopped runs made, and the rest fits its own budget
-    assert runner.invoke(cli, args + ["--new-report"]).exit_code == 0
+    # a run of its own: it reuses what the stopped runs made, and its own budget stops it again
+    assert runner.invoke(cli, args + ["--new-report"]).exit_code == 3
     assert len(list(tmp_path.glob("runs/*"))) == 2
     with sqlite3.connect(tmp_path / "intellagent.db") as conn:
         runs = [(i, json.loads(c)) for i, c in conn.execute("SELECT id, config FROM runs ORDER BY created_at")]

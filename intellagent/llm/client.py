@@ -18,6 +18,7 @@ from intellagent.llm.errors import (REFUSALS, ModelRefused, OutputInvalid, Provi
                                     RepeatedRefusal, RequestRejected, RequestTimeout)
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
+from intellagent.llm.sizing import output_cap
 from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
 from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.redaction import Redactor
@@ -51,6 +52,8 @@ class LLM:
         self.spent_usd = 0.0
         self.spent_tokens = 0
         self.skipped_for_budget = 0
+        self._reserved_usd = 0.0  # the worst case of the requests in flight, held against the budget
+        self._reserved_tokens = 0
         self.redact = Redactor.from_env(self._key_variables())
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
         self._refused: ModelRefused | None = None  # an endpoint refused us: no call can succeed
@@ -139,19 +142,65 @@ class LLM:
 
     # -- budget ------------------------------------------------------------------------------
 
+    def unpriced(self, roles: list[str]) -> dict[str, list[str]]:
+        """The models of ``roles`` with no known price, each with the roles using it."""
+        out: dict[str, list[str]] = {}
+        for role in roles:
+            model = self.settings_for(role).model
+            if self.prices.price(model) is None:
+                out.setdefault(model, []).append(role)
+        return out
+
+    def _worst(self, request: ChatRequest, prompt: int, requests: int) -> tuple[float, int]:
+        """What an attempt of ``request`` can cost at most, in dollars and tokens: its prompt
+        (``prompt``, at four characters a token, counted generously at three, plus each
+        message's framing) and its output cap, for each request an attempt may make (a
+        structured call's re-asks resend the prompt with the answer and its errors)."""
+        prompt = prompt * 4 // 3 + 8 * len(request.messages) + 16
+        cap = request.max_tokens or output_cap(request.response_schema)
+        tokens = sum(prompt + i * (cap + 200) + cap for i in range(requests))
+        price = self.prices.price(request.model)
+        dollars = 0.0 if price is None else sum(price.worst(prompt + i * (cap + 200), cap) for i in range(requests))
+        return dollars, tokens
+
+    def _reserve(self, dollars: float, tokens: int) -> bool:
+        """Hold an attempt's worst case against the budget; False when it would not fit."""
+        s = self.settings
+        if s.budget_usd is not None and self.spent_usd + self._reserved_usd + dollars > s.budget_usd:
+            return False
+        if s.budget_tokens is not None and self.spent_tokens + self._reserved_tokens + tokens > s.budget_tokens:
+            return False
+        self._reserved_usd += dollars
+        self._reserved_tokens += tokens
+        return True
+
+    def _release(self, dollars: float, tokens: int) -> None:
+        self._reserved_usd -= dollars
+        self._reserved_tokens -= tokens
+
     @property
     def budget_exhausted(self) -> bool:
+        """A call was refused because the budget could not pay for its worst case (or it is
+        spent): no further call is launched."""
         s = self.settings
-        return ((s.budget_usd is not None and self.spent_usd >= s.budget_usd)
+        return (self.skipped_for_budget > 0
+                or (s.budget_usd is not None and self.spent_usd >= s.budget_usd)
                 or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens))
 
+    def budget_left(self) -> str:
+        """What the budget left unspent, in its own unit(s)."""
+        s, parts = self.settings, []
+        if s.budget_usd is not None:
+            parts.append(f"${max(0.0, s.budget_usd - self.spent_usd):.4f} of ${s.budget_usd:.4f}")
+        if s.budget_tokens is not None:
+            parts.append(f"{max(0, s.budget_tokens - self.spent_tokens)} of {s.budget_tokens} tokens")
+        return " and ".join(parts)
+
     def budget_message(self) -> str:
-        s = self.settings
-        limit = (f"${s.budget_usd:.4f}" if s.budget_usd is not None and self.spent_usd >= s.budget_usd
-                 else f"{s.budget_tokens} tokens")
-        return (f"budget of {limit} reached (spent ${self.spent_usd:.4f}, {self.spent_tokens} "
-                f"tokens); {self.skipped_for_budget} call(s) not made. Raise the budget and run "
-                "again to resume: finished work is kept.")
+        return (f"budget reached: spent ${self.spent_usd:.4f} and {self.spent_tokens} tokens, "
+                f"{self.budget_left()} left unspent (less than the next call's worst case: its "
+                f"prompt and output cap); {self.skipped_for_budget} call(s) not made. Raise the "
+                "budget and run again to resume: finished work is kept.")
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -311,21 +360,34 @@ class LLM:
         error: ProviderError | None = None
         stopped = ""  # why retrying stopped early, for the error
         repeats = RepeatedRefusal()
+        budget_stop = False
         tries = self._failures_before(key)
         sent = _reseeded(request, tries)
+        worst = self._worst(request, prompt, requests) if self.settings.budget_usd is not None \
+            or self.settings.budget_tokens is not None else (0.0, 0)
         while True:
             attempts += 1
             guard = timeout * requests
             try:
                 waiting = time.perf_counter()
                 async with self._semaphore:
-                    if attempts == 1 and self.budget_exhausted:  # spent while waiting for a slot
-                        return self._budget_stop(key)
-                    await self.limiter.acquire(estimate)
-                    queued += time.perf_counter() - waiting
-                    guard = min(guard, deadline - (time.perf_counter() - started - queued))
-                    async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
-                        value, got = await invoke(provider, sent)
+                    # the attempt's worst case is held against the budget before it is sent, so
+                    # the calls in flight when the budget runs out cannot overshoot it
+                    if not self._reserve(*worst):
+                        if attempts == 1:
+                            return self._budget_stop(key)
+                        attempts -= 1  # not made: the budget cannot pay for its worst case
+                        stopped = "; the budget could not pay for another attempt"
+                        budget_stop = True
+                        break
+                    try:
+                        await self.limiter.acquire(estimate)
+                        queued += time.perf_counter() - waiting
+                        guard = min(guard, deadline - (time.perf_counter() - started - queued))
+                        async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
+                            value, got = await invoke(provider, sent)
+                    finally:
+                        self._release(*worst)
                 self._opened(provider, gate)
                 usage += got
                 error = None
@@ -371,7 +433,8 @@ class LLM:
         self.spent_usd += cost
         self.spent_tokens += usage.total
         if error is not None:
-            status = Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error
+            status = Status.budget_exhausted if budget_stop else \
+                Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error
             if repeats.same >= SAME_ANSWERS:
                 stopped += (f"; the server answered this request the same way {repeats.same} times, "
                             "so it may reject it")
@@ -380,7 +443,8 @@ class LLM:
             self._failed[key] = self._failed.get(key, 0) + attempts  # type: ignore[index]
             self.store.record_call(**record, attempts=attempts, outcome=status.value, error=reason,
                                    latency_ms=latency_ms, prompt_tokens=usage.prompt_tokens,
-                                   completion_tokens=usage.completion_tokens, cost_usd=cost)
+                                   completion_tokens=usage.completion_tokens,
+                                   cached_tokens=usage.cached_tokens, cost_usd=cost)
             self._tell(record, cached=False, attempts=attempts, outcome=status.value, error=reason,
                        latency_ms=latency_ms, prompt_tokens=usage.prompt_tokens,
                        completion_tokens=usage.completion_tokens, cost_usd=cost)
@@ -390,7 +454,7 @@ class LLM:
         self.store.record_answer(
             {**record, "attempts": attempts, "outcome": "ok", "latency_ms": latency_ms,
              "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-             "cost_usd": cost},
+             "cached_tokens": usage.cached_tokens, "cost_usd": cost},
             cache={"request_hash": key, "model": request.model, "kind": kind,
                    "response": encode(value), "prompt_tokens": usage.prompt_tokens,
                    "completion_tokens": usage.completion_tokens} if cacheable else None)

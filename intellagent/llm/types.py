@@ -19,6 +19,7 @@ T = TypeVar("T")
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the provider read from its prompt cache
 
     @property
     def total(self) -> int:
@@ -26,7 +27,8 @@ class Usage(BaseModel):
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-                     completion_tokens=self.completion_tokens + other.completion_tokens)
+                     completion_tokens=self.completion_tokens + other.completion_tokens,
+                     cached_tokens=self.cached_tokens + other.cached_tokens)
 
 
 class ToolCall(BaseModel):

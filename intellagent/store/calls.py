@@ -60,6 +60,7 @@ class CallLog(StoreBase):
         query = (sa.select(t.stage, t.model, sa.func.count().label("calls"),
                            sa.func.sum(sa.cast(t.cached, sa.Integer)).label("cached"),
                            sa.func.sum(t.prompt_tokens).label("prompt_tokens"),
+                           sa.func.sum(sa.func.coalesce(t.cached_tokens, 0)).label("cached_tokens"),
                            sa.func.sum(t.completion_tokens).label("completion_tokens"),
                            sa.func.sum(t.cost_usd).label("cost_usd"),
                            sa.func.sum(sa.cast(t.outcome != "ok", sa.Integer)).label("failed"),
@@ -116,7 +117,7 @@ class CallLog(StoreBase):
 
 _CALL_COLUMNS = [c.name for c in LLMCallRow.__table__.columns if c.name != "id"]
 CALL_DEFAULTS = {c: None for c in _CALL_COLUMNS} | {
-    "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0,
+    "cached": False, "attempts": 1, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
     "latency_ms": 0.0, "queue_ms": 0.0, "cost_usd": 0.0}
 INSERT_CALL = sa.insert(LLMCallRow.__table__)
 _CACHE_TABLE = CachedResponseRow.__table__

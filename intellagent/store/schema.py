@@ -35,6 +35,7 @@ class LLMCallRow(SQLModel, table=True):
     attempts: int = 1
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those the provider read from its prompt cache
     latency_ms: float = 0.0  # from the request to its answer (with retries and back-off)
     queue_ms: float = 0.0  # before: waiting for a concurrency slot and the rate limits
     cost_usd: float = 0.0
@@ -176,6 +177,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     # and are read through them (Store.cached), so the migration itself changes nothing
     (8, "llm_cache: compact request keys", lambda conn: None),
     (9, "items.run_id", _add_columns("items", {"run_id": "VARCHAR"})),
+    (10, "llm_calls.cached_tokens", _add_columns("llm_calls", {"cached_tokens": "INTEGER DEFAULT 0"})),
 ]
 COMPACT_KEYS = 8
 

@@ -54,7 +54,7 @@ class OpenAIServer:
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
                  responder: Responder | None = None, list_items: int | None = None,
                  quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0,
-                 echo_key: bool = False) -> None:
+                 echo_key: bool = False, prompt_cache: bool = False) -> None:
         self.latency = latency
         self.quirks = set(quirks)
         unknown = self.quirks - set(QUIRKS)
@@ -68,6 +68,9 @@ class OpenAIServer:
         self.responder = responder
         self.list_items = list_items
         self.echo_key = echo_key
+        # a provider's automatic prompt cache: the longest run of whole messages a request starts
+        # with that an earlier request also started with is reported as cached prompt tokens
+        self.prompt_cache: set[str] | None = set() if prompt_cache else None
         # every request and its body as it came, for tests to look at; a server that serves a
         # long benchmark keeps none (about 35 KB a request: 2 GB after 60,000) and counts them
         self.keep_requests = keep_requests
@@ -278,8 +281,22 @@ class OpenAIServer:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
                       "completion_tokens": max(1, len(text) // 4),
-                      "total_tokens": 0},
+                      "total_tokens": 0,
+                      **({"prompt_tokens_details": {"cached_tokens": self._cached(request)}}
+                         if self.prompt_cache is not None else {})},
         }
+
+    def _cached(self, request: dict[str, Any]) -> int:
+        """Tokens of the longest message prefix of ``request`` an earlier request began with."""
+        assert self.prompt_cache is not None
+        messages = request.get("messages", [])
+        cached = 0
+        for n in range(1, len(messages) + 1):
+            prefix = json.dumps(messages[:n], sort_keys=True)
+            if prefix in self.prompt_cache and n < len(messages):
+                cached = len(json.dumps(messages[:n])) // 4
+            self.prompt_cache.add(prefix)
+        return cached
 
     @staticmethod
     def _fabricated(request: dict[str, Any], rng: random.Random, invalid: bool,

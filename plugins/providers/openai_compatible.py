@@ -139,7 +139,7 @@ class OpenAIProvider:
     def _completion(self, request: ChatRequest | None, tally: list[int] | None) -> Any:
         """``chat.completions.create`` for instructor's handlers: the answer as the SDK's
         ChatCompletion. The body reuses ``request``'s encoded conversation; every attempt's
-        tokens are added to ``tally`` ([prompt, completion])."""
+        tokens are added to ``tally`` ([prompt, completion, cached prompt])."""
         session = self._session()
 
         async def create(**params: Any) -> ChatCompletion:
@@ -148,6 +148,8 @@ class OpenAIProvider:
                 if completion.usage is not None:
                     tally[0] += completion.usage.prompt_tokens or 0
                     tally[1] += completion.usage.completion_tokens or 0
+                    details = getattr(completion.usage, "prompt_tokens_details", None)
+                    tally[2] += getattr(details, "cached_tokens", None) or 0
                 else:  # a server that reports no usage: about four characters a token
                     tally[0] += len(_body(params, request)) // 4
                     tally[1] += len(_answer_text(completion)) // 4
@@ -222,7 +224,8 @@ class OpenAIProvider:
                             for c in (message.get("tool_calls") or [])],
                 finish_reason=choice.get("finish_reason"),
                 usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
-                            completion_tokens=usage.get("completion_tokens") or 0))
+                            completion_tokens=usage.get("completion_tokens") or 0,
+                            cached_tokens=cached_tokens(usage)))
         except (KeyError, IndexError, TypeError, AttributeError, ValidationError) as exc:
             raise MalformedResponse(f"the response is not a chat completion: {_short(exc)}") from exc
 
@@ -236,17 +239,18 @@ class OpenAIProvider:
             mode = await self.structured_mode()  # a probe's tokens are not this call's
         except Exception as exc:
             raise _translate(exc) from exc
-        tally = [0, 0]  # tokens of every attempt (invalid output is re-asked)
+        tally = [0, 0, 0]  # tokens of every attempt (invalid output is re-asked)
         try:
             value = await instructed(self._completion(request, tally), mode, response_model,
                                      validation_retries, params)
         except Exception as exc:
             error = _translate(exc)
-            error.usage = Usage(prompt_tokens=tally[0], completion_tokens=tally[1])  # paid all the same
+            error.usage = Usage(prompt_tokens=tally[0], completion_tokens=tally[1],
+                                cached_tokens=tally[2])  # paid all the same
             raise error from exc
         if type(value) is not response_model:  # instructor returns a subclass of its own
             value = response_model.model_validate(value.model_dump(by_alias=True))
-        return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1])
+        return value, Usage(prompt_tokens=tally[0], completion_tokens=tally[1], cached_tokens=tally[2])
 
     async def aclose(self) -> None:
         session = self._sessions.pop(asyncio.get_running_loop(), None)
@@ -381,3 +385,11 @@ def _translate(exc: BaseException) -> ProviderError:
     if isinstance(exc, ValidationError):
         return OutputInvalid(validation_summary(exc))
     return ServerError(f"{type(exc).__name__}: {_short(exc)}")
+
+
+def cached_tokens(usage: dict[str, Any]) -> int:
+    """The prompt tokens a provider read from its prompt cache, where it says (OpenAI and
+    OpenAI-compatible servers: ``prompt_tokens_details.cached_tokens``)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and cached > 0 else 0

@@ -1,0 +1,122 @@
+"""Cost you can predict and bound: real prices for every model (genai-prices' table, the run's own
+over it), cached prompt tokens priced as such, an unpriced model named at the start (and refused
+under a dollar budget), and a budget never overshot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from intellagent.cli import cli
+from intellagent.llm import LLM
+from intellagent.llm.prices import PriceTable
+from intellagent.llm.types import Usage
+from intellagent.pipeline import LLMSettings, ModelSettings, Price
+from intellagent.testing.openai_server import OpenAIServer
+
+
+@pytest.mark.parametrize("model,input,output,cached", [
+    ("gpt-4o-mini", 0.15, 0.60, 0.075), ("gpt-4o-mini-2024-07-18", 0.15, 0.60, 0.075),
+    ("openai/gpt-4o-mini", 0.15, 0.60, 0.075), ("claude-sonnet-4", 3.0, 15.0, 0.30),
+    ("claude-sonnet-4-20250514", 3.0, 15.0, 0.30), ("gemini-2.5-flash", 0.30, 2.50, 0.03),
+])
+def test_models_of_every_provider_have_their_price(model, input, output, cached):
+    price = PriceTable().price(model)
+    assert price is not None and price.source == "genai-prices"
+    assert (price.input, price.output, price.cached_input) == pytest.approx((input, output, cached))
+
+
+def test_the_runs_own_prices_win_by_name_then_by_prefix():
+    table = PriceTable({"gpt-4o-mini": Price(input=1.0, output=2.0), "my-": Price(input=5.0, output=6.0)})
+    assert table.price("gpt-4o-mini").input == 1.0 and table.price("gpt-4o-mini").source == "llm.prices"
+    assert table.price("my-local-model").output == 6.0
+    assert table.price("qwen2.5-coder-local") is None  # known to nobody: no price, not zero
+    assert table.price("mock/schema").input == 0.0
+
+
+def test_cached_prompt_tokens_are_priced_at_the_cached_rate():
+    table = PriceTable()
+    usage = Usage(prompt_tokens=10_000, cached_tokens=8_000, completion_tokens=500)
+    # 2,000 fresh × 0.15 + 8,000 cached × 0.075 + 500 × 0.60, per million
+    assert table.cost("gpt-4o-mini", usage) == pytest.approx(0.0012)
+    assert table.cost("gpt-4o-mini", Usage(prompt_tokens=10_000, completion_tokens=500)) == pytest.approx(0.0018)
+
+
+def test_cached_tokens_a_provider_reports_are_recorded_and_priced(tmp_path):
+    with OpenAIServer(prompt_cache=True) as server:
+        settings = LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url,
+                                                     api_key_env="TEST_KEY"), cache=False,
+                               prices={"gpt-4o-mini": Price(input=1.0, output=1.0, cached_input=0.1)})
+        llm = LLM(settings)
+        history = [{"role": "system", "content": "x" * 4000}, {"role": "user", "content": "hi"}]
+
+        async def dialog():
+            first = await llm.chat(history)
+            second = await llm.chat(history + [{"role": "assistant", "content": "hello"},
+                                               {"role": "user", "content": "and then?"}])
+            return first, second
+
+        import os
+        os.environ.setdefault("TEST_KEY", "k")
+        first, second = asyncio.run(dialog())
+    assert first.usage.cached_tokens == 0 and second.usage.cached_tokens > 900
+    fresh = second.usage.prompt_tokens - second.usage.cached_tokens
+    expected = (fresh * 1.0 + second.usage.cached_tokens * 0.1 + second.usage.completion_tokens * 1.0) / 1e6
+    assert second.cost_usd == pytest.approx(expected)
+    rows = llm.store.calls()
+    assert [r.cached_tokens for r in rows] == [0, second.usage.cached_tokens]
+
+
+def run(runner, ws, *extra, events="2"):
+    return runner.invoke(cli, ["run", "education", "--events", events, "--workspace", str(ws), *extra])
+
+
+UNPRICED = ["--set", "llm.default={model: my-local-model, base_url: 'http://127.0.0.1:9/v1', api_key_env: TEST_KEY}"]
+
+
+def test_a_dollar_budget_refuses_a_model_with_no_price_before_any_call(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_KEY", "k")
+    result = run(runner, tmp_path, *UNPRICED, "--budget", "1")
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert "a dollar budget needs every model's price, and there is none for my-local-model (role" in line
+    assert "llm.prices.my-local-model={input:" in line and "llm.budget_tokens" in line
+    assert not (tmp_path / "intellagent.db").exists() or not sqlite3.connect(
+        tmp_path / "intellagent.db").execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+
+
+def test_a_model_with_no_price_is_named_at_the_start_and_the_run_goes_on(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer() as server:
+        result = run(runner, tmp_path, "--set", f"llm.roles.user={{model: my-local-model, base_url: "
+                     f"'{server.base_url}', api_key_env: TEST_KEY}}")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("warning: no known price for my-local-model (role user): its calls "
+                                    "count as $0")
+
+
+def test_a_budget_is_never_overshot_and_says_what_it_left(runner, tmp_path):
+    priced = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
+
+    def spent(ws):
+        report = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+        return sum(c["cost_usd"] for c in report["cost"])
+
+    assert run(runner, tmp_path / "free", *priced, events="12").exit_code == 0
+    whole = spent(tmp_path / "free")
+    # below what the run costs, above one call's worst case (its prompt and output cap: ~$0.5 here)
+    budget = 0.75
+    assert whole > budget
+    result = run(runner, tmp_path / "half", *priced, "--budget", str(budget), events="12")
+    assert result.exit_code == 3, result.output  # the budget stopped it
+    assert 0 < spent(tmp_path / "half") <= budget
+    assert "left unspent" in result.stdout and "run status: budget-exhausted" in result.stdout
+
+
+def test_cost_shows_cached_prompt_tokens(runner, tmp_path):
+    assert run(runner, tmp_path).exit_code == 0
+    result = runner.invoke(cli, ["cost", "--workspace", str(tmp_path)])
+    assert result.exit_code == 0 and "of which" in result.stdout

@@ -260,3 +260,41 @@ def test_an_agent_that_always_fails_scores_zero_not_nothing(adapter, runner, tmp
     assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
     success = report["metrics"]["success"]["values"]
     assert success["n"] == len(verdicts) and success["passed"] == 0 and success["rate"] == 0.0
+
+
+# -- the stop reviewer sees what the tools did so far ------------------------------------------
+
+def first_reservation() -> str:
+    db = load_environment(REPO / "environments" / "airline").seed_database()
+    try:
+        return db.keys("reservations")[0]
+    finally:
+        db.close()
+
+
+def cancelling_agent(messages, tools):
+    """Cancels the first reservation of the seed data on the first message, then confirms."""
+    if messages[-1]["role"] == "tool":
+        return "It is cancelled."
+    return {"content": None, "tool_calls": [{"name": "cancel_reservation",
+                                             "arguments": {"reservation_id": first_reservation()}}]}
+
+
+def test_the_stop_reviewer_sees_the_database_changes_so_far():
+    reviews = []
+
+    def reply(request, model):
+        if model.__name__ == "UserTurn":
+            turns = sum(1 for m in request.messages if m["role"] == "assistant")
+            return {"thought": "t", "message": "cancel it" if turns == 0 else "thanks",
+                    "stop": "continue" if turns == 0 else "success", "reason": "it was cancelled"}
+        reviews.append(request.messages[-1]["content"])
+        return {"correct": True, "feedback": ""}
+
+    out, _ = simulate(reply, agent_fn="tests.test_verdicts:cancelling_agent")
+    assert out.value.stop_reason == "success" and len(reviews) == 1
+    review = reviews[0]
+    assert "DATABASE CHANGES: none" not in review
+    assert "DATABASE CHANGES (before → after)" in review and first_reservation() in review
+    assert '"after": "cancelled"' in review  # the write the agent made, as the reviewer reads it
+    assert "AGENT calls cancel_reservation" in review  # with the tool's result

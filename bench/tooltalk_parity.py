@@ -29,7 +29,7 @@ SIDES = ("reference", "ours", "corrected")
 def load_reference():
     """ToolTalk's executor with its unused heavy imports stubbed (only those not installed)."""
     for name in ("numpy", "torch", "transformers"):
-        if importlib.util.find_spec(name) is None:
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
             stub = types.ModuleType(name)
             stub.DistilBertModel = stub.DistilBertTokenizer = None
             sys.modules[name] = stub
@@ -165,6 +165,27 @@ def readme_figures(f: Figures) -> list[str]:
     return lines
 
 
+def dataset_figures() -> list[str]:
+    """README's description of ToolTalk's world and conversations, counted from the package and
+    our environment."""
+    from intellagent.environment import load_environment
+    from intellagent.envs import environment_path
+    from intellagent.registry import load_registry
+    from intellagent_plugins.tooltalk.environment.data import conversation_files
+    from intellagent_plugins.tooltalk.generation import plugin_tools
+    from intellagent_plugins.tooltalk.steps import read_conversation
+
+    env = load_environment(environment_path(load_registry(), "tooltalk"))
+    conversations = [read_conversation(p, s) for s, p in conversation_files(["easy", "hard"])]
+    calls = {s: [len(c.calls()) for c in conversations if c.set == s] for s in ("easy", "hard")}
+    one = "one call each" if set(calls["easy"]) == {1} else f"{min(calls['easy'])}–{max(calls['easy'])}"
+    return [f"{len(env.tools)} tools in {len(plugin_tools(env))} plugins",
+            f"{sum(t.spec.action for t in env.tools.values())} of them actions that change the world",
+            f"{len(conversations)} hand-checked conversations",
+            f"({len(calls['easy'])} easy ones with {one}, {len(calls['hard'])} hard ones with "
+            f"{min(calls['hard'])}–{max(calls['hard'])})"]
+
+
 def main() -> None:
     if importlib.util.find_spec("tooltalk") is None:
         sys.exit("needs ToolTalk's reference: pip install --no-deps nvidia-tooltalk")
@@ -180,7 +201,7 @@ def main() -> None:
         print(f"{'':17} time: reference {f.seconds[behaviour, 'reference']:.2f} s, ours "
               f"{f.seconds[behaviour, 'ours']:.2f} s ({sum(f.conversations.values())} conversations, both modes)")
     print("\nREADME's figures:")
-    for line in readme_figures(f):
+    for line in [*dataset_figures(), *readme_figures(f)]:
         print("  " + line)
 
 

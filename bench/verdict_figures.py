@@ -103,6 +103,15 @@ def line(c: RunCounts) -> str:
             f"{c.headline.state_failed} failed end state")
 
 
+def readme_figures() -> list[str]:
+    """The sentence README quotes: the quickstart itself (airline, seed 0, 30 events)."""
+    c = count("airline", 0, 30)
+    return [f"success is {100 * c.headline.passed / c.headline.rated:.0f} % ({c.headline.passed} of "
+            f"{c.headline.rated} events) and the confirmed stop {100 * c.method.passed / c.method.rated:.0f} % "
+            f"({c.method.passed} of {c.method.rated}); {c.method.violated} of its {c.method.passed} "
+            f"passes have a policy the judge found violated"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -128,6 +137,9 @@ def main() -> None:
         if total.failed_by:
             print(f"  {environment} failing events by what failed: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(total.failed_by.items())))
+    print("README's figures (the quickstart: airline, seed 0, 30 events):")
+    for line in readme_figures():
+        print("  " + line)
 
 
 if __name__ == "__main__":

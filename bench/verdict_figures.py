@@ -138,8 +138,8 @@ def main() -> None:
             print(f"  {environment} failing events by what failed: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(total.failed_by.items())))
     print("README's figures (the quickstart: airline, seed 0, 30 events):")
-    for line in readme_figures():
-        print("  " + line)
+    for figure in readme_figures():
+        print("  " + figure)
 
 
 if __name__ == "__main__":

@@ -356,11 +356,13 @@ def test_the_stop_reviewer_sees_the_database_changes_so_far():
 
 @pytest.mark.parametrize("environment", ["airline", "retail"])
 def test_on_the_quickstart_no_event_passes_with_a_violated_policy_or_a_failed_end_state(environment):
-    from bench.verdict_figures import count  # the figures bench's own count, on a smaller run
+    from bench.verdict_figures import count  # the figures bench's own count, on smaller runs
 
-    counts = count(environment, seed=1, events=12)
-    # the run has confirmed successes in which the judge found a policy broken: the case is tested
-    assert counts.method.wrong > 0
-    assert counts.headline.violated == counts.headline.state_failed == 0
-    assert counts.headline.passed > 0  # and events still pass
-    assert counts.failed_by.get("policy", 0) >= counts.method.violated
+    runs = [count(environment, seed=seed, events=12) for seed in (3, 4)]
+    for counts in runs:
+        assert counts.headline.violated == counts.headline.state_failed == 0
+        assert counts.failed_by.get("policy", 0) >= counts.method.violated
+    # the runs have confirmed successes in which the judge found a policy broken (the case is
+    # tested), and events still pass
+    assert sum(c.method.wrong for c in runs) > 0
+    assert sum(c.headline.passed for c in runs) > 0

@@ -88,7 +88,10 @@ def test_a_failed_rewrite_of_the_replies_degrades_the_conversation_until_a_run_m
     args = ["--plugins", "[Alarm, Reminder, Weather]", "--requests", "3", "--scenarios", "1", *flaky]
     ws = tmp_path / "ws"
     monkeypatch.setenv("TOOLTALK_WRITER_DOWN", "1")
-    output, report = generate(runner, ws, *args)
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--workspace", str(ws),
+                                 "--agent", "tooltalk/oracle", *args])
+    assert result.exit_code == 3, result.output  # as a run that could not finish: its gates say nothing
+    output, report = result.output, json.loads(next(ws.glob("runs/*/report.json")).read_text())
     steps = funnel(report)
     made = steps["conversations"].get("degraded", 0)
     assert made >= 2 and "ok" not in steps["conversations"]  # never stored as ok

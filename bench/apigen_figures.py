@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -142,58 +144,118 @@ def synthetic_model(domain: str):
     return answer
 
 
+@dataclass
+class DomainFigures:
+    """One domain over the seeds."""
+
+    domain: str
+    seeds: int
+    blueprints: int
+    n: int = 0
+    first: int = 0
+    final: int = 0
+    combined: int = 0
+    combined_ok: int = 0
+    tasks: int = 0
+    trials: int = 0
+    passed: int = 0
+    unique: int = 0
+    stages: Counter = field(default_factory=Counter)
+    reasons: Counter = field(default_factory=Counter)
+    turns: list = field(default_factory=list)
+    pass_k: Counter = field(default_factory=Counter)
+    seconds: list = field(default_factory=list)
+
+
+def measure(domain: str, seeds: int = 5, blueprints: int = 30) -> DomainFigures:
+    """The pipeline on ``domain`` for seeds 0 … seeds−1, with the synthetic generator and the
+    oracle agent."""
+    f = DomainFigures(domain, seeds, blueprints)
+    env = load_environment(REPO / "environments" / domain)
+    for seed in range(seeds):
+        with tempfile.TemporaryDirectory() as tmp, open(os.devnull, "w") as quiet:
+            start = time.perf_counter()
+            result = run_pipeline("apigen-mt", env, workspace=Path(tmp), progress_stream=quiet,
+                                  providers={"mock/function": FunctionModel(synthetic_model(domain))},
+                                  overrides=[("llm.default.model", "mock/function", "bench"),
+                                             ("agent.use", "tau-bench/oracle", "bench"),
+                                             ("seed", seed, "bench"),
+                                             ("steps.contexts.with.blueprints", blueprints, "bench"),
+                                             ("steps.contexts.with.user_pool", 10, "bench"),
+                                             ("steps.tasks.with.trials", 2, "bench"),
+                                             ("steps.dialogs.with.candidates", 2, "bench")])
+            f.seconds.append(time.perf_counter() - start)
+        m = result.report.metrics
+        acc = m["acceptance"].values
+        f.n += acc["n"]
+        f.first += round(acc["without"] * acc["n"])
+        f.final += round(acc["with"] * acc["n"])
+        funnel = m["funnel"].values
+        f.combined += funnel["combined tasks attempted"]
+        f.combined_ok += funnel["combined tasks accepted"]
+        f.tasks += funnel["tasks"]
+        f.trials += funnel["trajectories (trials)"]
+        f.passed += funnel["successful trajectories"]
+        f.unique += funnel["unique successful trajectories (kept)"]
+        for row in m["rejections"].rows:
+            f.stages[row["stage"]] += row.get("rejected", 0)
+        for row in m["rejection-reasons"].rows:
+            f.reasons[(row["stage"], row["reason"])] += row.get("rejected", 0)
+        f.turns.append(m["turns"].values.get("mean") or 0)
+        for k, v in m["pass-hat-k"].values.items():
+            f.pass_k[k] += v / seeds
+    return f
+
+
+RULE_STAGES = ("policy", "conflict")  # a rejection there names a rule of the domain
+
+
+def readme_figures(retail: DomainFigures, airline: DomainFigures) -> list[str]:
+    """The sentences README quotes, from both domains' figures."""
+    def acceptance(f: DomainFigures, long: bool) -> str:
+        if long:
+            return (f"acceptance {100 * f.first / f.n:.1f} % without the feedback loop, {100 * f.final / f.n:.1f} % "
+                    f"with it (×{f.final / f.first:.2f}, n = {f.n})")
+        return f"{100 * f.first / f.n:.1f} % and {100 * f.final / f.n:.1f} % (×{f.final / f.first:.2f})"
+
+    def rules(f: DomainFigures) -> str:
+        broke = [(r, c) for (stage, r), c in f.reasons.most_common() if stage in RULE_STAGES]
+        return (f"{sum(c for _, c in broke)} rejected versions broke a rule of the domain: "
+                + ", ".join(f"{r} {c}" for r, c in broke))
+
+    def combined(f: DomainFigures) -> str:
+        return f"{f.combined_ok} of {f.combined} combined tasks accepted ({rules(f)})"
+
+    perfect = all(f.passed == f.trials and all(v == 1 for v in f.pass_k.values()) for f in (retail, airline))
+    oracle = ("trajectory success, pass^1 and pass^2 1 in both domains with the oracle" if perfect else
+              "; ".join(f"{f.domain} trajectory success {f.passed}/{f.trials}, "
+                        + ", ".join(f"{k} {v:.3f}" for k, v in sorted(f.pass_k.items())) for f in (retail, airline)))
+    return [f"retail {acceptance(retail, True)}, {combined(retail)}; airline {acceptance(airline, False)}, "
+            f"{combined(airline)}; {oracle}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--blueprints", type=int, default=30)
     args = parser.parse_args()
+    figures = {}
     for domain in ("retail", "airline"):
-        env = load_environment(REPO / "environments" / domain)
-        first = final = n = combined = combined_ok = tasks = trials = passed = unique = 0
-        stages: Counter = Counter()
-        reasons: Counter = Counter()
-        turns, pass_k, seconds = [], Counter(), []
-        for seed in range(args.seeds):
-            with tempfile.TemporaryDirectory() as tmp:
-                start = time.perf_counter()
-                result = run_pipeline("apigen-mt", env, workspace=Path(tmp),
-                                      providers={"mock/function": FunctionModel(synthetic_model(domain))},
-                                      overrides=[("llm.default.model", "mock/function", "bench"),
-                                                 ("agent.use", "tau-bench/oracle", "bench"),
-                                                 ("seed", seed, "bench"),
-                                                 ("steps.contexts.with.blueprints", args.blueprints, "bench"),
-                                                 ("steps.contexts.with.user_pool", 10, "bench"),
-                                                 ("steps.tasks.with.trials", 2, "bench"),
-                                                 ("steps.dialogs.with.candidates", 2, "bench")])
-                seconds.append(time.perf_counter() - start)
-            m = result.report.metrics
-            acc = m["acceptance"].values
-            n += acc["n"]
-            first += round(acc["without"] * acc["n"])
-            final += round(acc["with"] * acc["n"])
-            funnel = m["funnel"].values
-            combined += funnel["combined tasks attempted"]
-            combined_ok += funnel["combined tasks accepted"]
-            tasks += funnel["tasks"]
-            trials += funnel["trajectories (trials)"]
-            passed += funnel["successful trajectories"]
-            unique += funnel["unique successful trajectories (kept)"]
-            for row in m["rejections"].rows:
-                stages[row["stage"]] += row.get("rejected", 0)
-            for row in m["rejection-reasons"].rows:
-                reasons[(row["stage"], row["reason"])] += row.get("rejected", 0)
-            turns.append(m["turns"].values.get("mean") or 0)
-            for k, v in m["pass-hat-k"].values.items():
-                pass_k[k] += v / args.seeds
+        f = figures[domain] = measure(domain, args.seeds, args.blueprints)
         print(f"{domain}: seeds 0-{args.seeds - 1} x {args.blueprints} blueprints (synthetic generator, oracle agent)")
-        print(f"  acceptance without the feedback loop {first / n:.1%}, with it {final / n:.1%}, "
-              f"gain x{final / first:.2f}  (n={n})")
-        print("  rejected versions by stage: " + ", ".join(f"{s} {c}" for s, c in stages.most_common()))
-        print("  by reason: " + ", ".join(f"{s}/{r} {c}" for (s, r), c in reasons.most_common(8)))
-        print(f"  combined tasks accepted {combined_ok}/{combined}; tasks {tasks}; trajectory success "
-              f"{passed}/{trials}; " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(pass_k.items()))
-              + f"; mean user turns {sum(turns) / len(turns):.2f}; unique successes kept {unique}")
-        print(f"  time per run {sum(seconds) / len(seconds):.1f} s (median {sorted(seconds)[len(seconds) // 2]:.1f} s)")
+        print(f"  acceptance without the feedback loop {f.first / f.n:.1%}, with it {f.final / f.n:.1%}, "
+              f"gain x{f.final / f.first:.2f}  (n={f.n})")
+        print("  rejected versions by stage: " + ", ".join(f"{s} {c}" for s, c in f.stages.most_common()))
+        print("  by reason: " + ", ".join(f"{s}/{r} {c}" for (s, r), c in f.reasons.most_common(8)))
+        print(f"  combined tasks accepted {f.combined_ok}/{f.combined}; tasks {f.tasks}; trajectory success "
+              f"{f.passed}/{f.trials}; " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(f.pass_k.items()))
+              + f"; mean user turns {sum(f.turns) / len(f.turns):.2f}; unique successes kept {f.unique}")
+        print(f"  time per run {sum(f.seconds) / len(f.seconds):.1f} s "
+              f"(median {sorted(f.seconds)[len(f.seconds) // 2]:.1f} s)")
+    if args.seeds == 5 and args.blueprints == 30:
+        print("README's figures:")
+        for line in readme_figures(figures["retail"], figures["airline"]):
+            print("  " + line)
 
 
 if __name__ == "__main__":

@@ -37,9 +37,8 @@ def variants(given: dict) -> list[tuple[str, dict]]:
     return out + [("unknown", {**given, "colour": "red"})]
 
 
-def main() -> None:
-    if importlib.util.find_spec("tooltalk") is None:
-        sys.exit("needs ToolTalk's reference: pip install --no-deps nvidia-tooltalk")
+def measure() -> tuple[Counter, dict[str, set]]:
+    """Per kind of variant: how many, and how they compare (the counts; the differing texts)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from tooltalk_parity import load_reference
 
@@ -84,10 +83,36 @@ def main() -> None:
                 else:
                     counts[kind, "other"] += 1
         world.close()
+    return counts, texts
+
+
+def readme_figures(counts: Counter) -> list[str]:
+    """The sentence README quotes, from the counts."""
+    def n(kind: str, what: str) -> int:
+        return counts[kind, what]
+
+    refused_action = n("ill-typed", "run there, refused here: action")
+    refused = refused_action + n("ill-typed", "run there, refused here: non-action")
+    same = "all give" if n("missing", "same") == n("missing", "variants") and \
+        n("unknown", "same") == n("unknown", "variants") else "not all give"
+    return [f"of {n('missing', 'variants'):,} variants with an argument left out and "
+            f"{n('unknown', 'variants'):,} with an unknown one, {same} ToolTalk's exception and response; "
+            f"of {n('ill-typed', 'variants'):,} ill-typed ones, {n('ill-typed', 'same'):,} give the same, "
+            f"{n('ill-typed', 'both fail, other text'):,} fail on both sides with other texts, and "
+            f"{refused:,} ({refused_action:,} of them actions) run there and are refused here"]
+
+
+def main() -> None:
+    if importlib.util.find_spec("tooltalk") is None:
+        sys.exit("needs ToolTalk's reference: pip install --no-deps nvidia-tooltalk")
+    counts, texts = measure()
     for kind in ("missing", "unknown", "ill-typed"):
         row = {k: v for (k2, k), v in counts.items() if k2 == kind}
         print(f"{kind:10} " + ", ".join(f"{k} {v}" for k, v in row.items())
               + f"; distinct text pairs {len(texts.get(kind, ()))}")
+    print("\nREADME's figures:")
+    for line in readme_figures(counts):
+        print("  " + line)
 
 
 if __name__ == "__main__":

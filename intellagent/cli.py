@@ -430,6 +430,12 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
                    + "; see the report); run the same command again to retry them: a re-run can fix "
                    + " and ".join(f"{k} ({RETRIED[k]})" for k in sorted(retried))
                    + ", and reuses every finished item")
+    degraded = report.degraded()
+    if degraded:
+        click.echo(f"  {sum(degraded.values())} item(s) degraded ("
+                   + ", ".join(f"{step} {n}" for step, n in degraded.items())
+                   + "): made without a model call that failed and used by this run as they are; "
+                     "run the same command again to make them whole")
     for path in result.paths:
         click.echo(f"report: {path}")
     sys.exit(exit_code(report))
@@ -440,8 +446,9 @@ EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
 
 
 def exit_code(report: Any) -> int:
-    """3 when the run could not finish (then its gates say nothing), else 1 when a gate failed."""
-    if report.info.status != "done" or report.unfinished:
+    """3 when the run could not finish or has degraded items (then its gates say nothing: a
+    re-run makes them whole), else 1 when a gate failed."""
+    if report.info.status != "done" or report.unfinished or report.degraded():
         return EXIT_UNFINISHED
     return EXIT_GATE if any(not g.held for g in report.gates) else EXIT_OK
 

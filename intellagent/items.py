@@ -6,7 +6,8 @@ settings of every role the step declares (and of the agent's, for steps that tal
 already in the store is reused; anything that would change it changes its key. An item that
 costs model calls is computed under a claim in the store, so another process on the same store
 waits for it instead of paying for it too. Unfinished items (infra errors, budget stops) are
-recorded but never reused.
+recorded but never reused; a degraded item (made without a model call that failed) is reused only
+by the run that made it (its later steps, its other processes) and made again by the next.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
 from intellagent.results import adapter, annotation_of
 from intellagent.scheduling import Held, Scope
-from intellagent.steps import UNFINISHED, Output, Score
+from intellagent.steps import DEGRADED, UNFINISHED, Output, Score
 
 CLAIM_TTL = 60.0  # seconds a claim lasts unless renewed (its process renews it every 20 s)
 CLAIM_POLL = 0.2  # seconds between looks at an item another process is computing
@@ -118,10 +119,12 @@ class ItemMaker:
         return held
 
     def stored(self, step: PlannedStep, key: str, this_run_only: bool = False) -> Held | None:
-        """The finished item ``key`` from the store (an unfinished one is made again;
-        ``this_run_only``: one another process of this very run made)."""
+        """The finished item ``key`` from the store (an unfinished one is made again, and so is
+        a degraded one another run made; ``this_run_only``: one another process of this very run
+        made)."""
         row = self.store.item(key)
-        if row is None or row.status in UNFINISHED or (this_run_only and row.run_id != self.run_id):
+        if row is None or row.status in UNFINISHED or (
+                (this_run_only or row.status == DEGRADED) and row.run_id != self.run_id):
             return None
         return Held(adapter(annotation_of(step.output)).validate_json(row.payload), row.value_hash,
                     row.status, row.halt)

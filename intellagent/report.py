@@ -19,7 +19,7 @@ from intellagent.model import StrictModel
 from intellagent.plan import plan_from_data
 from intellagent.provenance import Provenance
 from intellagent.results import RunData, StepSummary, outcomes, summarize
-from intellagent.steps import UNFINISHED, NoOptions
+from intellagent.steps import DEGRADED, UNFINISHED, NoOptions
 
 
 class Reporter:
@@ -87,6 +87,10 @@ class RunReport(BaseModel):
 
     def headlines(self) -> list[str]:
         return [m.headline for m in self.metrics.values() if m.headline]
+
+    def degraded(self) -> dict[str, int]:
+        """Steps with degraded items (made without a model call that failed): step → how many."""
+        return {s.name: s.statuses[DEGRADED] for s in self.steps if s.statuses.get(DEGRADED)}
 
 
 def build_report(plan: Any, data: Any, info: RunInfo, store: Any,

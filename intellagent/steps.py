@@ -23,6 +23,14 @@ STEP_KINDS = ("extractor", "sampler", "generator", "simulator", "critic")
 #: output that did not fit is asked again with another seed).
 UNFINISHED = ("infra-error", "invalid-output", "budget-exhausted")
 
+#: The status of an item made without all it needed (a model call it made failed for good, so
+#: a part is missing or stands in): its value goes on to the later steps of the run
+#: that made it, and no other run reuses it (the next one makes it again). Counted apart.
+DEGRADED = "degraded"
+
+#: Statuses of an item that a later run makes again rather than reuse.
+REMADE = (*UNFINISHED, DEGRADED)
+
 T = TypeVar("T")
 
 
@@ -34,7 +42,8 @@ class Statuses(StrictModel):
     """What the statuses of a step's items or of a score mean: ``passed`` and ``failed`` count in
     a rate (the thing tested did the job, or did not); ``other`` are neither (not exercised, an
     invalid scenario) and are counted apart. The unfinished statuses (``infra-error``,
-    ``invalid-output``, ``budget-exhausted``) are always possible and never count."""
+    ``invalid-output``, ``budget-exhausted``) and ``degraded`` are always possible and never
+    count."""
 
     passed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
@@ -96,8 +105,9 @@ class Output(BaseModel, Generic[T]):
 
     ``status`` is the item's status at this step (``ok`` by default); ``halt`` stops the item's
     later steps (an invalid scenario is not simulated); unfinished statuses (``infra-error``,
-    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``scores`` feed
-    the metrics.
+    ``invalid-output``, ``budget-exhausted``) always halt and are never cached. ``degraded``: the
+    value is usable but a model call it needed failed (a part is missing): later steps of this run
+    get it, the next run makes it again. ``scores`` feed the metrics.
     """
 
     value: T

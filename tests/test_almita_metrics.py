@@ -69,7 +69,9 @@ def test_k_replies_answered_by_api_calls_lower_reply_recall_by_k_over_reply_test
     calls = {t.id: Action(kind="api", api="get_order", arguments={"order_id": "LH-1"}) for t in REPLY_TESTS[:k]}
     after = rates(verdicts(calls))
     assert after["reply_recall"] == pytest.approx(base["reply_recall"] - k / len(REPLY_TESTS), abs=1e-4)
-    assert after["correct_reply"] == pytest.approx(base["correct_reply"] - k / len(REPLY_TESTS), abs=1e-4)
+    # correct reply is over the tests where the agent replied: the replies it gave are all right
+    assert after["correct_reply"] == 1.0 and seven_metrics(verdicts(calls))["correct_reply"].n == len(REPLY_TESTS) - k
+    assert after["reply_right"] == pytest.approx(base["reply_right"] - k / len(REPLY_TESTS), abs=1e-4)
     for name in ("api_recall", "correct_api", "correct_parameters"):
         assert after[name] == base[name]
     assert after["test"] == pytest.approx(1 - k / len(TESTS), abs=1e-4)
@@ -80,6 +82,9 @@ def test_a_wrong_api_name_lowers_correct_api_but_not_api_recall():
     after = rates(verdicts({t.id: Action(kind="api", api="cancel_order", arguments=t.expected.arguments)}))
     assert after["api_recall"] == 1.0
     assert after["correct_api"] == pytest.approx(1 - 1 / len(API_TESTS), abs=1e-4)
+    # parameters are judged where the agent called the expected API: there, all are right
+    assert after["correct_parameters"] == 1.0
+    assert after["call_right"] == after["api_right"] == pytest.approx(1 - 1 / len(API_TESTS), abs=1e-4)
     assert after["reply_recall"] == after["correct_reply"] == 1.0
 
 
@@ -281,3 +286,55 @@ def test_a_scorer_of_your_own_is_in_the_critics_cache_key(tmp_path, monkeypatch)
     assert before is not None and critic.fingerprint() != before
     assert AlmitaCritic(CriticConfig()).fingerprint() is None  # a built-in: its options say it all
 
+
+
+# --- the paper's denominators ---------------------------------------------------------------------
+
+def flagged(expected: str, *, replied=False, right_reply=False, called=False, right_api=False,
+            right_parameters=False, n: int = 1) -> list[TestVerdict]:
+    """``n`` verdicts with the given flags (what the critic finds), one conversation each."""
+    out = []
+    for _ in range(n):
+        i = len(flagged.made)
+        flagged.made.append(i)
+        correct = right_reply if expected == "reply" else right_parameters
+        out.append(TestVerdict(test=f"T{i}", conversation=f"c{i}", conversation_tests=1, intent="x",
+                               expected=expected, predicted="reply" if replied else "api" if called else "none",
+                               threshold=THRESHOLD, reply_recall=replied, correct_reply=right_reply,
+                               api_recall=called, correct_api=right_api, correct_parameters=right_parameters,
+                               correct=correct))
+    return out
+
+
+flagged.made = []
+
+
+def percent(rate) -> float:
+    return round(rate.rate * 100, 1)
+
+
+def test_a_row_of_the_papers_table_is_reproduced_from_its_counts():
+    # GPT-4 on ALMITA (the paper's table): reply recall 53.2, correct reply 77.7. The smallest
+    # counts that give them: 312 tests expecting a reply; the agent replied in 166, 129 of them
+    # correctly (the other 146 it answered with an API call).
+    vs = (flagged("reply", replied=True, right_reply=True, n=129) + flagged("reply", replied=True, n=37)
+          + flagged("reply", called=True, n=146))
+    m = seven_metrics(vs)
+    assert (percent(m["reply_recall"]), percent(m["correct_reply"])) == (53.2, 77.7)
+    assert (m["reply_recall"].n, m["correct_reply"].n) == (312, 166)
+    # over every reply test, as the metric used to be computed, the row is impossible: a correct
+    # reply is a reply, so that rate can never exceed reply recall
+    assert percent(m["reply_right"]) == 41.3 < percent(m["reply_recall"])
+
+
+def test_correct_api_and_its_parameters_are_over_the_tests_where_the_agent_called_one_and_the_right_one():
+    vs = (flagged("api", called=True, right_api=True, right_parameters=True, n=3)
+          + flagged("api", called=True, right_api=True, n=3)      # the right API, wrong values
+          + flagged("api", called=True, n=2)                      # another API
+          + flagged("api", replied=True, n=2))                    # a reply instead of a call
+    m = seven_metrics(vs)
+    assert {k: (m[k].passed, m[k].n) for k in ("api_recall", "correct_api", "correct_parameters",
+                                               "api_right", "call_right")} == {
+        "api_recall": (8, 10), "correct_api": (6, 8), "correct_parameters": (3, 6),
+        "api_right": (6, 10), "call_right": (3, 10)}
+    assert m["test"].passed == 3 and m["reply_recall"].n == 0

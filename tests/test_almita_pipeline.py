@@ -60,7 +60,8 @@ def test_on_mock_schema_the_funnel_names_the_rules_that_removed_what_it_made(run
     assert rule in ("unique-ids", "known-endpoints", "node-types") and int(count) == 4
     assert rows["tests"]["generated"] == 0
     assert set(seven(report)) == {"reply_recall", "correct_reply", "api_recall", "correct_api",
-                                  "correct_parameters", "test", "conversation", "conversations_left_out"}
+                                  "correct_parameters", "test", "conversation", "conversations_left_out",
+                                  "reply_right", "api_right", "call_right"}
     listed = report["metrics"]["rejected"]["rows"]
     assert len(listed) == 4 and all(r["why"].startswith(f"rule {rule}:") for r in listed)
     html = next((tmp_path / "ws" / "runs").glob("*/report.html")).read_text()
@@ -78,7 +79,9 @@ def test_a_script_that_writes_valid_graphs_gets_conversations_and_tests_through(
     # the scripted agent always asks for the order id: every reply test recalled, no API call made
     values = seven(report)
     assert values["reply_recall"] == 1.0 and values["api_recall"] == 0.0
-    assert values["correct_api"] == values["correct_parameters"] == 0.0
+    # no API was called: correct API and its parameters have nothing to judge; of all API tests, none
+    assert values["correct_api"] is None and values["correct_parameters"] is None
+    assert values["api_right"] == values["call_right"] == 0.0
     assert values["conversation"] == 0.0  # every conversation has an API test
     by_intent = {r["intent"]: r for r in report["metrics"]["almita"]["rows"]}
     assert set(by_intent) == {"all", "order-not-received", "change-delivery-address", "damaged-item", "refund-status"}
@@ -134,14 +137,19 @@ def test_the_agent_gets_the_context_and_the_procedures_apis_and_nothing_runs(run
         assert [t["function"]["name"] for t in call["tools"]] == declared
         assert call["messages"][-1]["role"] in ("user", "tool")
     values = seven(report)
-    assert values["reply_recall"] == values["correct_reply"] == 0.0  # it always calls get_order
+    assert values["reply_recall"] == values["reply_right"] == 0.0  # it always calls get_order
+    assert values["correct_reply"] is None  # never replied: nothing to judge
     # correct API is the share of API tests that expect get_order, whichever paths were drawn
     expected = [t["expected"] for i in report["items"] if i["step"] == "tests" for t in i["value"]]
     api = [e for e in expected if e["kind"] == "api"]
     assert api and values["api_recall"] == 1.0
     assert values["correct_api"] == pytest.approx(sum(e["api"] == "get_order" for e in api) / len(api), abs=1e-3)
+    # correct API parameters: of the tests where it called the expected API (get_order)
+    get_order = [e for e in api if e["api"] == "get_order"]
     assert values["correct_parameters"] == pytest.approx(
-        sum(e["api"] == "get_order" and e["arguments"] == {"order_id": "LH-1002"} for e in api) / len(api), abs=1e-3)
+        sum(e["arguments"] == {"order_id": "LH-1002"} for e in get_order) / len(get_order), abs=1e-3)
+    assert values["call_right"] == pytest.approx(
+        sum(e["arguments"] == {"order_id": "LH-1002"} for e in get_order) / len(api), abs=1e-3)
 
 
 FAILING_MODEL = '''

@@ -348,6 +348,26 @@ def test_best_of_n_user_asks_the_judge_and_keeps_its_pick(scripted_llm):
     assert len(model.history) == 5  # the identical closing candidates needed no judge
 
 
+def test_best_of_n_user_never_chooses_from_fewer_candidates_than_asked():
+    from intellagent.llm import LLM
+    from intellagent.llm.errors import ServerError
+    from intellagent.pipeline import LLMSettings, ModelSettings
+    from intellagent_plugins.providers.mock import FunctionModel
+
+    def reply(request, model):
+        if request.sample == "candidate-1":  # the endpoint fails one candidate of the first turn
+            raise ServerError("HTTP 500: the server had an error")
+        return {"thought": "t", "message": "Hi, I need help with an order.", "stop": "continue", "reason": ""}
+
+    llm = LLM(LLMSettings(default=ModelSettings(model="test/fn"), max_retries=0),
+              providers={"test/fn": FunctionModel(reply)})
+    event = TaskEvent.of(TaskSpec(id="T000-0", task=TauTask(index=0, instruction="You want to cancel an order.")))
+    out = asyncio.run(run_step(BestOfNUser(BestOfNConfig(candidates=3)), ENVS["retail"], llm=llm,
+                               agent=lambda gt: Silent(None, None), scenario=event))
+    assert out.status == "infra-error" and out.value.stop_reason == "infra-error"
+    assert "500" in out.value.error and not out.value.turns  # not played on with two candidates
+
+
 @pytest.mark.parametrize("domain", ["retail", "airline"])
 def test_pipeline_runs_offline_on_the_schema_mock(tmp_path, domain):
     result = run_pipeline("apigen-mt", ENVS[domain], workspace=tmp_path,

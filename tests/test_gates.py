@@ -154,7 +154,9 @@ def test_compare_fail_on_regression(runner, tmp_path):
     agent = ["--agent", "python", "--set"]
     assert run(runner, ws, *agent, "agent.with.callable=tests.test_gates:good_agent", events="20").exit_code == 0
     first = json.loads(next(ws.glob("runs/*/report.json")).read_text())
-    assert first["metrics"]["success"]["values"]["rate"] >= 0.3, "the mock user should pass some events"
+    # the mock judge finds a policy broken in most confirmed successes, so the headline passes
+    # few events; the user's confirmed stop (the method's own score) passes some
+    assert first["metrics"]["confirmed-stop"]["values"]["rate"] >= 0.3, "the mock user should pass some events"
     assert run(runner, ws, *agent, "agent.with.callable=tests.test_gates:crashing_agent", events="20").exit_code == 0
     same = runner.invoke(cli, ["compare", first["info"]["run_id"], first["info"]["run_id"], "--workspace",
                                str(ws), "--fail-on-regression"])
@@ -162,4 +164,4 @@ def test_compare_fail_on_regression(runner, tmp_path):
     worse = runner.invoke(cli, ["compare", first["info"]["run_id"], "latest", "--workspace", str(ws),
                                 "--fail-on-regression"])
     assert worse.exit_code == 1, worse.output
-    assert "regression: success:" in worse.stdout
+    assert "regression: confirmed-stop:" in worse.stdout

@@ -182,3 +182,32 @@ def test_a_process_waiting_for_an_item_another_holds_commits_what_it_finished_fi
 
     asyncio.run(wait_a_little())
     assert theirs.item("mine") is not None, "the waiting process kept what it finished to itself"
+
+
+def test_a_degraded_item_serves_the_run_that_made_it_and_is_made_again_by_the_next(tmp_path):
+    """A degraded item (made without a model call that failed) goes on to the rest of its run,
+    the run's other processes included, but a later run makes it again; its new version replaces
+    it in the store."""
+    registry = load_registry()
+    env = load_environment(registry.resolve("environment", "retail").value)
+    plan = load_plan(None, registry, params={"events": "2"})
+    store = Store.for_workspace(tmp_path)
+    step = plan.steps["graph"]
+    payload = json.dumps({"environment": "retail", "task": "t", "flows": ["f"], "policies": []})
+
+    def maker(run_id: str) -> ItemMaker:
+        return ItemMaker(plan, env, store=store, llm=LLM(plan.spec.llm, store=store, registry=registry),
+                         seed=0, run_id=run_id, owner=f"{HOST}:{os.getpid()}:{run_id}",
+                         on_error=lambda s, exc: None)
+
+    store.put_item(key="g", step="intellagent/policy-graph", status="degraded", halt=False,
+                   note="2 pair(s) of policies could not be scored", scores="[]", payload=payload,
+                   value_hash="h1", run_id="first")
+    store.flush()
+    assert maker("first").stored(step, "g").status == "degraded"  # its own run: reused
+    assert Store(store.url).item("g").run_id == "first"  # another process of that run sees whose it is
+    assert maker("second").stored(step, "g") is None  # the next run makes it again
+    store.put_item(key="g", step="intellagent/policy-graph", status="ok", halt=False, note="",
+                   scores="[]", payload=payload, value_hash="h2", run_id="second")
+    store.flush()
+    assert Store(store.url).item("g").status == "ok" and maker("third").stored(step, "g").hash == "h2"

@@ -79,3 +79,26 @@ def test_without_repairs_a_failing_call_makes_the_conversation_invalid(runner, t
     why = {row["item"].split("/")[-1]: row["why"] for row in report["metrics"]["invalid"]["rows"]}
     add_alarm = next(v for k, v in why.items() if k.endswith("AddAlarm-0"))
     assert "time data '7:30 am' does not match format '%H:%M:%S'" in add_alarm
+
+
+def test_a_failed_rewrite_of_the_replies_degrades_the_conversation_until_a_run_makes_it_whole(
+        runner, tmp_path, monkeypatch):
+    flaky = ["--set", "llm.default.model=mock/function", "--set", "llm.max_retries=0",
+             "--set", "llm.default.options.function=tests.tooltalk_writer:flaky_reply"]
+    args = ["--plugins", "[Alarm, Reminder, Weather]", "--requests", "3", "--scenarios", "1", *flaky]
+    ws = tmp_path / "ws"
+    monkeypatch.setenv("TOOLTALK_WRITER_DOWN", "1")
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--workspace", str(ws),
+                                 "--agent", "tooltalk/oracle", *args])
+    assert result.exit_code == 3, result.output  # as a run that could not finish: its gates say nothing
+    output, report = result.output, json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    steps = funnel(report)
+    made = steps["conversations"].get("degraded", 0)
+    assert made >= 2 and "ok" not in steps["conversations"]  # never stored as ok
+    assert sum(steps["matches"].values()) == made  # the run went on with them as they were
+    assert f"{made} item(s) degraded (conversations {made})" in output
+    html = next(ws.glob("runs/*/report.html")).read_text()
+    assert f"<b>Degraded items:</b> {made} conversations" in html
+    monkeypatch.delenv("TOOLTALK_WRITER_DOWN")
+    output, report = generate(runner, ws, *args)
+    assert funnel(report)["conversations"].get("ok") == made and "degraded" not in output

@@ -20,8 +20,8 @@ from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.testing.harness import run_step
 from intellagent_plugins.agents.agents import PythonAgent, PythonConfig
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
-                                                       PolicyJudgement)
-from intellagent_plugins.intellagent.critic import Config as CriticConfig, PolicyCritic, decide
+                                                       ExpectationResult, PolicyJudgement, StateCheck)
+from intellagent_plugins.intellagent.critic import Config as CriticConfig, PolicyCritic, confirmed_stop, decide
 from intellagent_plugins.dialogue.dialog import Dialog, Turn
 from intellagent_plugins.intellagent.simulator import Config as SimConfig, PolicyUser
 from intellagent_plugins.providers.mock import FunctionModel
@@ -52,10 +52,40 @@ def j(pid, exercised, violated=False, reason="because"):
     ("transfer", [j("P2", True), j("P5", True, violated=True)], True, "fail"),
     ("max-turns", [j("P2", True), j("P5", False)], False, "fail"),
     ("failure", [j("P2", False), j("P5", False)], False, "fail"),  # not a pass: no flag needed
+    ("success", [j("P2", True), j("P5", True, violated=True)], True, "pass"),  # the method's score
 ])
-def test_the_users_confirmed_stop_decides_the_event(stop, judgements, completed, status):
+def test_the_users_confirmed_stop_is_the_methods_own_score(stop, judgements, completed, status):
     dialog = Dialog(id="E0001", stop_reason=stop, stop_explanation="why")
-    assert decide(dialog, judgements, completed)[0] == status
+    assert confirmed_stop(dialog, judgements, completed)[0] == status
+
+
+PASSED_STATE = StateCheck(status="pass", results=[ExpectationResult(expectation="x becomes 1", ok=True)])
+FAILED_STATE = StateCheck(status="fail", results=[ExpectationResult(expectation="x becomes 1", ok=False,
+                                                                    detail="x is 2")])
+
+
+@pytest.mark.parametrize("stop,judgements,completed,state,status,failed", [
+    ("success", [j("P2", True), j("P5", True)], True, PASSED_STATE, "pass", []),
+    ("success", [j("P2", True), j("P5", True)], True, None, "pass", []),  # no end state expected
+    ("success", [j("P2", True), j("P5", True, violated=True)], True, PASSED_STATE, "fail", ["policy"]),
+    ("success", [j("P2", True), j("P5", True)], True, FAILED_STATE, "fail", ["state"]),
+    ("success", [j("P2", True), j("P5", True, violated=True)], True, FAILED_STATE, "fail", ["policy", "state"]),
+    ("failure", [j("P2", True), j("P5", True, violated=True)], True, PASSED_STATE, "fail", ["stop", "policy"]),
+    ("give-up", [j("P2", True), j("P5", False)], False, None, "fail", ["stop"]),
+    ("transfer", [j("P2", True), j("P5", True, violated=True)], True, None, "fail", ["policy"]),
+    ("max-turns", [j("P2", True), j("P5", False)], False, None, "fail", ["stop"]),
+    ("success", [j("P2", False), j("P5", False)], True, None, "not-exercised", []),
+    ("success", [j("P2", False), j("P5", False)], True, FAILED_STATE, "fail", ["state"]),
+])
+def test_an_event_passes_only_with_a_confirmed_success_no_violation_and_its_end_state(
+        stop, judgements, completed, state, status, failed):
+    dialog = Dialog(id="E0001", stop_reason=stop, stop_explanation="why")
+    got, what, reason = decide(dialog, judgements, completed, state)
+    assert (got, what) == (status, failed)
+    if failed:  # the note says which failed, and why
+        assert reason.startswith(f"failed: {', '.join(failed)} — ")
+        assert ("violated: P5: because" in reason) == ("policy" in failed)
+        assert ("x becomes 1: x is 2" in reason) == ("state" in failed)
 
 
 def judge_reply(findings, completed=True, seen=None):
@@ -87,7 +117,26 @@ def test_findings_are_taken_by_policy_id_not_by_position():
     assert policy_scores["P5"].status == "fail" and "already flown" in policy_scores["P5"].note
     assert policy_scores["P2"].status == "pass" and policy_scores["P2"].labels["category"] == "authentication/access control"
     event_score = next(s for s in out.scores if s.name == "event")
-    assert event_score.labels == {"complexity": 7, "tested": 7, "stop": "failure"}
+    assert event_score.labels == {"complexity": 7, "tested": 7, "stop": "failure", "failed": ["stop", "policy"]}
+    method = next(s for s in out.scores if s.name == "confirmed-stop")
+    assert method.status == "fail" and method.labels == {"complexity": 7, "tested": 7, "stop": "failure"}
+
+
+def test_a_confirmed_success_with_a_violated_policy_fails_the_event_but_not_the_methods_score():
+    # the agent skipped authentication; the user was happy and the reviewer confirmed the stop
+    dialog = Dialog(id="E0001", stop_reason="success", stop_explanation="refund done",
+                    turns=[Turn(role="user", content="refund please"), Turn(role="assistant", content="done")])
+    findings = {"P2": {"exercised": True, "violated": True, "reason": "never asked for the user id"},
+                "P5": {"exercised": True, "violated": False, "reason": "refused the flown leg"}}
+    out = critique(dialog, judge_reply(findings))
+    verdict = out.value
+    assert out.status == verdict.status == "fail" and verdict.failed == ["policy"]
+    assert verdict.confirmed_stop == "pass"
+    assert out.note.startswith("failed: policy — violated: P2: never asked for the user id")
+    by_name = {s.name: s for s in out.scores if s.name in ("event", "confirmed-stop")}
+    assert by_name["event"].status == "fail" and by_name["event"].labels["failed"] == ["policy"]
+    assert by_name["confirmed-stop"].status == "pass"
+    assert {s.labels["policy"]: s.status for s in out.scores if s.name == "policy"} == {"P2": "fail", "P5": "pass"}
 
 
 def test_a_success_where_nothing_came_up_is_not_a_pass():
@@ -144,6 +193,9 @@ def test_the_end_state_is_checked_on_the_database_diff():
         {"path": "status", "before": None, "after": "cancelled"}]}}}}
     out = critique(Dialog(id="E0001", stop_reason="success", db_diff=cancelled), judge_reply(findings), ev)
     assert out.value.state.status == "fail"  # no business reservation was added
+    # the user was satisfied and nothing was judged violated, but the end state is wrong
+    assert out.status == "fail" and out.value.failed == ["state"] and out.value.confirmed_stop == "pass"
+    assert "no such row added" in out.note
     assert [r.ok for r in out.value.state.results] == [True, True, True, False]
     state_score = next(s for s in out.scores if s.name == "state")
     assert state_score.status == "fail" and "no such row added" in state_score.note
@@ -260,3 +312,57 @@ def test_an_agent_that_always_fails_scores_zero_not_nothing(adapter, runner, tmp
     assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
     success = report["metrics"]["success"]["values"]
     assert success["n"] == len(verdicts) and success["passed"] == 0 and success["rate"] == 0.0
+
+
+# -- the stop reviewer sees what the tools did so far ------------------------------------------
+
+def first_reservation() -> str:
+    db = load_environment(REPO / "environments" / "airline").seed_database()
+    try:
+        return db.keys("reservations")[0]
+    finally:
+        db.close()
+
+
+def cancelling_agent(messages, tools):
+    """Cancels the first reservation of the seed data on the first message, then confirms."""
+    if messages[-1]["role"] == "tool":
+        return "It is cancelled."
+    return {"content": None, "tool_calls": [{"name": "cancel_reservation",
+                                             "arguments": {"reservation_id": first_reservation()}}]}
+
+
+def test_the_stop_reviewer_sees_the_database_changes_so_far():
+    reviews = []
+
+    def reply(request, model):
+        if model.__name__ == "UserTurn":
+            turns = sum(1 for m in request.messages if m["role"] == "assistant")
+            return {"thought": "t", "message": "cancel it" if turns == 0 else "thanks",
+                    "stop": "continue" if turns == 0 else "success", "reason": "it was cancelled"}
+        reviews.append(request.messages[-1]["content"])
+        return {"correct": True, "feedback": ""}
+
+    out, _ = simulate(reply, agent_fn="tests.test_verdicts:cancelling_agent")
+    assert out.value.stop_reason == "success" and len(reviews) == 1
+    review = reviews[0]
+    assert "DATABASE CHANGES: none" not in review
+    assert "DATABASE CHANGES (before → after)" in review and first_reservation() in review
+    assert '"after": "cancelled"' in review  # the write the agent made, as the reviewer reads it
+    assert "AGENT calls cancel_reservation" in review  # with the tool's result
+
+
+# -- on the quickstart: no pass with a violated policy or a wrong end state ----------------------
+
+@pytest.mark.parametrize("environment", ["airline", "retail"])
+def test_on_the_quickstart_no_event_passes_with_a_violated_policy_or_a_failed_end_state(environment):
+    from bench.verdict_figures import count  # the figures bench's own count, on smaller runs
+
+    runs = [count(environment, seed=seed, events=12) for seed in (3, 4)]
+    for counts in runs:
+        assert counts.headline.violated == counts.headline.state_failed == 0
+        assert counts.failed_by.get("policy", 0) >= counts.method.violated
+    # the runs have confirmed successes in which the judge found a policy broken (the case is
+    # tested), and events still pass
+    assert sum(c.method.wrong for c in runs) > 0
+    assert sum(c.headline.passed for c in runs) > 0

@@ -68,3 +68,16 @@ def recording_model(request, response_model):
     """An agent's model that only says "Noted." and keeps every request it got."""
     SEEN.append(request)
     return "Noted."
+
+
+def flaky_reply(request, response_model):
+    """``reply``, except that while ``TOOLTALK_WRITER_DOWN`` is set the replies' rewrite gets a
+    server error (a fault of our endpoint, not of the writer)."""
+    import os
+
+    from intellagent.llm.errors import ServerError
+
+    if os.environ.get("TOOLTALK_WRITER_DOWN") and response_model is not None \
+            and response_model.__name__ == "Replies":
+        raise ServerError("HTTP 500: the server had an error")
+    return reply(request, response_model)

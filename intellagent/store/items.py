@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import sqlalchemy as sa
 
-from intellagent.steps import UNFINISHED
+from intellagent.steps import REMADE
 from intellagent.store.connection import StoreBase
 from intellagent.store.schema import ArtefactRow, ItemRow, RunItemRow
 
@@ -91,11 +91,11 @@ class ItemRecords(StoreBase):
             conn.close()
 
     def _upsert_item(self, replace: bool = False) -> Any:
-        """An item is written once; only an unfinished one (an infra error, a budget stop) is
-        replaced by its finished version (any, with ``replace``)."""
+        """An item is written once; only an unfinished one (an infra error, a budget stop) or a
+        degraded one is replaced by the version a later run makes (any, with ``replace``)."""
         table = ItemRow.__table__
         stmt = self._dialect_insert(table)
-        where = None if replace else sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in UNFINISHED))
+        where = None if replace else sa.or_(*(table.c.status == sa.literal_column(f"'{s}'") for s in REMADE))
         return stmt.on_conflict_do_update(
             index_elements=["key"], where=where,
             set_={c: getattr(stmt.excluded, c) for c in ("step", "status", "halt", "note", "scores",

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from intellagent.errors import IntellagentError
-from intellagent.steps import UNFINISHED
+from intellagent.steps import REMADE
 from intellagent.store.connection import StoreBase, safe_url
 from intellagent.store.leases import HOST, alive
 from intellagent.store.schema import RunItemRow, RunRow
@@ -59,7 +59,7 @@ class RunRecords(StoreBase):
                 unfinished = status in ("interrupted", "failed", "budget-exhausted") or \
                     conn.execute(sa.select(RunItemRow.__table__.c.key).where(
                         RunItemRow.__table__.c.run_id == run_id,
-                        RunItemRow.__table__.c.status.in_(UNFINISHED)).limit(1)).first() is not None
+                        RunItemRow.__table__.c.status.in_(REMADE)).limit(1)).first() is not None
                 return (run_id, data.get("report_folder") or run_id) if unfinished else None
         return None
 

@@ -82,7 +82,8 @@ class ItemRow(SQLModel, table=True):
     payload: str  # JSON of the value
     value_hash: str  # sha256 of payload: the item's identity for the steps that consume it
     created_at: float
-    run_id: str | None = None  # the run that made it (None: made before migration 9)
+    run_id: str | None = None  # the run that made it (None: made before migration 9; a degraded
+                                # item is reused by that run only)
 
 
 class RunItemRow(SQLModel, table=True):

@@ -1,23 +1,29 @@
 """ALMITA's metrics: the seven test metrics, overall and per intent, and the funnel of what each
 filtering step generated, removed (by which rule) and kept (the paper's Table 1).
 
-The seven metrics, over the tests the agent answered (infra errors are not counted; an agent
-crash counts as a wrong action):
+The seven metrics of the paper, over the tests the agent answered (infra errors are not
+counted; an agent crash counts as a wrong action), each over the paper's own denominator:
 
 - reply recall: of the tests that expect a reply, the share where the agent replied (rather than
   calling an API);
-- correct reply: of the tests that expect a reply, the share where it replied and the reply's
-  similarity to the expected one reaches the threshold;
+- correct reply: of the tests that expect a reply *and where the agent replied*, the share whose
+  reply's similarity to the expected one reaches the threshold;
 - API recall: of the tests that expect an API call, the share where it called an API;
-- correct API: … where it called the expected API (by name);
-- correct API parameters: … the expected API with the expected parameter values (compared
-  exactly, or leniently: ``almita-critic``'s ``parameters``);
+- correct API: of the tests that expect an API call *and where it called one*, the share where
+  it called the expected API (by name);
+- correct API parameters: of the tests where it *called the expected API*, the share with the
+  expected parameter values (compared exactly, or leniently: ``almita-critic``'s ``parameters``);
 - test correctness: of all tests, the share whose whole expected action was right;
 - conversation correctness: of the conversations whose every test was scored, the share whose
   every test was right. A conversation with a test that was not scored (an infra error, a
   budget stop) is left out, not counted either way, and the number left out is reported: the
   unscored test might have been right or wrong, and counting the conversation only when another
   of its tests failed would bias the rate downwards.
+
+So correct reply can exceed reply recall (the paper's GPT-4 row: reply recall 53.2 %, correct
+reply 77.7 %). Beside them, the unconditional forms, under names of their own: the share of all
+tests expecting a reply that got a correct reply (= reply recall × correct reply), of all tests
+expecting an API call that got the expected API, and that got it with the expected parameters.
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ SEVEN = {
     "conversation": "conversation correctness",
 }
 
+#: The unconditional forms of correct reply, correct API and correct API parameters: over every
+#: test expecting a reply or an API call, whatever the agent did.
+OVERALL = {
+    "reply_right": "right reply, of all reply tests",
+    "api_right": "right API, of all API tests",
+    "call_right": "right API and parameters, of all API tests",
+}
+
+METRICS = SEVEN | OVERALL
+
 
 def conversations_of(verdicts: Iterable[TestVerdict]) -> tuple[dict[str, bool], set[str]]:
     """Per conversation whose every test has a verdict: whether every test was right; and the
@@ -62,10 +78,13 @@ def unscored_conversations(verdicts: Iterable[TestVerdict]) -> set[str]:
 
 
 def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
-    """The seven metrics of ``verdicts`` as rates (passed / n with a Wilson interval); conversation
-    correctness over the conversations whose every test has a verdict."""
+    """The seven metrics of ``verdicts`` as rates (passed / n with a Wilson interval), each over
+    the paper's denominator (correct reply over the tests where the agent replied, correct API
+    over those where it called an API, correct API parameters over those where it called the
+    expected one), and the three unconditional forms (:data:`OVERALL`); conversation correctness
+    over the conversations whose every test has a verdict."""
     verdicts = list(verdicts)
-    counts = {k: [0, 0] for k in SEVEN}
+    counts = {k: [0, 0] for k in METRICS}
 
     def add(name: str, ok: bool) -> None:
         counts[name][0] += ok
@@ -74,23 +93,32 @@ def seven_metrics(verdicts: Iterable[TestVerdict]) -> dict[str, Rate]:
     for v in verdicts:
         if v.expected == "reply":
             add("reply_recall", v.reply_recall)
-            add("correct_reply", v.correct_reply)
+            if v.reply_recall:
+                add("correct_reply", v.correct_reply)
+            add("reply_right", v.correct_reply)
         elif v.expected == "api":
             add("api_recall", v.api_recall)
-            add("correct_api", v.correct_api)
-            add("correct_parameters", v.correct_parameters)
+            if v.api_recall:
+                add("correct_api", v.correct_api)
+            if v.correct_api:
+                add("correct_parameters", v.correct_parameters)
+            add("api_right", v.correct_api)
+            add("call_right", v.correct_parameters)
         add("test", v.correct)
     for ok in conversations_of(verdicts)[0].values():
         add("conversation", ok)
     return {k: Rate.of(*c) for k, c in counts.items()}
 
 
-DESCRIPTION = ("Reply recall and correct reply (similarity ≥ threshold) over the tests expecting a "
-               "reply; API recall, correct API (name) and correct API parameters (name and values) "
-               "over the tests expecting an API call; test correctness over all tests; conversation "
+DESCRIPTION = ("The paper's seven metrics, each over its own denominator: reply recall over the tests "
+               "expecting a reply; correct reply (similarity ≥ threshold) over those where the agent "
+               "also replied; API recall over the tests expecting an API call; correct API (name) over "
+               "those where it also called an API; correct API parameters (name and values) over those "
+               "where it called the expected API; test correctness over all tests; conversation "
                "correctness over the conversations whose every test was scored (every test right; a "
-               "conversation with a test not scored is left out and counted apart). Infra errors "
-               "are not counted; an agent crash is a wrong action.")
+               "conversation with a test not scored is left out and counted apart). The last three "
+               "columns are the unconditional forms, over every test expecting a reply or an API call. "
+               "Infra errors are not counted; an agent crash is a wrong action.")
 
 
 class SevenConfig(StrictModel):
@@ -99,7 +127,8 @@ class SevenConfig(StrictModel):
 
 
 class AlmitaMetrics(Metric):
-    """The seven metrics, overall and per intent."""
+    """The seven metrics (with the paper's denominators) and the unconditional forms, overall and
+    per intent."""
 
     name = "metrics"
     Config = SevenConfig
@@ -130,12 +159,12 @@ class AlmitaMetrics(Metric):
         rows += [self._row(intent, seven_metrics(vs), len(vs), left_out(vs, intent))
                  for intent, vs in sorted(by_intent.items())]
         columns = [Column(key="intent", label="intent", group=True), Column(key="tests", label="tests", kind="number")]
-        columns += [Column(key=k, label=label, kind="rate") for k, label in SEVEN.items()]
+        columns += [Column(key=k, label=label, kind="rate") for k, label in METRICS.items()]
         columns.append(Column(key="left_out", label="conversations left out (a test not scored)", kind="number"))
         values: dict[str, Any] = {k: r.rate for k, r in overall.items()}
         values["conversations_left_out"] = rows[0]["left_out"]
         headline = "almita " + ", ".join(f"{SEVEN[k]} {'–' if r.rate is None else f'{r.rate:.0%}'}"
-                                         for k, r in overall.items()) + f" ({len(everything)} tests"
+                                         for k, r in overall.items() if k in SEVEN) + f" ({len(everything)} tests"
         if rows[0]["left_out"]:
             headline += f"; {rows[0]['left_out']} conversations left out: a test not scored"
         return MetricResult(name=self.name, title=self.config.title, headline=headline + ")", values=values,

@@ -4,8 +4,9 @@ The dialogue kit's ``user-agent`` loop (the ``task-user`` persona: it knows only
 instruction and reveals it turn by turn), except that each user turn is sampled ``candidates``
 times and a judge (role ``user-judge``) picks the candidate that stays closest to the
 instruction: no invented facts, not the whole intent at once, not led by the agent into
-something the instruction does not ask. The dialog is kept with the agent's exact messages and
-tools, for training export.
+something the instruction does not ask. A candidate or a judge that cannot answer makes the
+dialog an infra error (retried by the next run): a turn is never chosen from fewer candidates
+than asked. The dialog is kept with the agent's exact messages and tools, for training export.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ class BestOfNUser(UserAgent):
         outcomes = []
         for i in range(n):  # each candidate is a draw of its own: a cache never repeats one
             outcomes.append(await ctx.llm.structured(view, UserTurn, role="user", sample=f"candidate-{i}"))
-        good = [o for o in outcomes if o.ok]
-        if not good:
-            return outcomes[0]
-        unique = list({o.value.model_dump_json(): o for o in good}.values())
+        failed = next((o for o in outcomes if not o.ok), None)
+        if failed is not None:  # best of fewer is not best of n: the dialog is retried, not kept
+            return failed
+        unique = list({o.value.model_dump_json(): o for o in outcomes}.values())
         if len(unique) == 1:
             return unique[0]
         conversation = [{"speaker": "customer", "text": _said(m["content"])} if m["role"] == "assistant"

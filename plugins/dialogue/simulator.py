@@ -86,6 +86,10 @@ class Conversation:
             return None
         return diff_databases(self.initial, self.db).model_dump(mode="json")
 
+    def tool_errors(self) -> int:
+        """Tool calls refused or crashed so far."""
+        return sum(1 for r in self.toolbox.records if r.error)
+
     def close(self) -> None:
         self.session.close()
         for db in (self.initial, self.db):
@@ -147,10 +151,11 @@ class UserAgent(Simulator):
         return await ctx.llm.structured(view, UserTurn, role="user")
 
     async def review_stop(self, ctx, scenario: Scenario, dialog: Dialog) -> str | None:
-        """Called when the user stops (``dialog`` holds the stop and the database changes so
-        far): feedback that sends the user back into the dialog, or None to accept the stop. A
-        reviewer that cannot answer sets ``dialog.stop_reason`` to ``failed_reason(outcome)``
-        (``infra-error``, or ``invalid-output``) and returns None. Accepts every stop by default."""
+        """Called when the user stops (``dialog`` holds the stop, the turns with every tool result,
+        and ``db_diff``, the database changes so far): feedback that sends the user back into the
+        dialog, or None to accept the stop. A reviewer that cannot answer sets
+        ``dialog.stop_reason`` to ``failed_reason(outcome)`` (``infra-error``, or
+        ``invalid-output``) and returns None. Accepts every stop by default."""
         return None
 
     def said(self, turn: UserTurn) -> str:
@@ -174,7 +179,7 @@ class UserAgent(Simulator):
         try:
             dialog = await self._loop(ctx, scenario, talk)
             talk.session.close()  # an agent calling tools itself: none after the dialog ends
-            dialog.tool_errors = sum(1 for r in talk.toolbox.records if r.error)
+            dialog.tool_errors = talk.tool_errors()
             self.finish(dialog, talk.session)
             if talk.db is not None:
                 if self.config.final_hash:
@@ -205,6 +210,9 @@ class UserAgent(Simulator):
                 dialog.turns.append(Turn(role="user", content=turn.message or None, thought=turn.thought,
                                          delivered=False))
                 dialog.stop_reason, dialog.stop_explanation = turn.stop, turn.reason
+                # the reviewer judges what the tools did so far, not an empty diff
+                dialog.db_diff = talk.diff()
+                dialog.tool_errors = talk.tool_errors()
                 feedback = await self.review_stop(ctx, scenario, dialog)
                 if feedback is None:
                     return dialog

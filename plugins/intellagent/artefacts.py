@@ -181,18 +181,29 @@ class StateCheck(BaseModel):
 VerdictStatus = Literal["pass", "fail", "not-exercised", "agent-error", "simulator-error",
                         "infra-error", "invalid-output", "budget-exhausted"]
 
+#: What made an event fail: the user's confirmed stop was not a success (``stop``), a policy was
+#: judged violated (``policy``), the expected end state does not hold (``state``), or the agent
+#: crashed (``agent-error``).
+FailedBy = Literal["stop", "policy", "state", "agent-error"]
+
 
 class Verdict(BaseModel):
-    """How an event went. The user's confirmed stop decides success or failure (success: the
-    request was handled and the policies followed); the judge's per-policy analysis feeds the
-    breakdowns. ``not-exercised``: it would have passed, but none of its policies came up.
-    ``agent-error``: the agent under test crashed (counted against it). ``simulator-error``: the
-    simulated user kept stopping for a wrong reason. ``infra-error``: a model of ours failed;
-    ``invalid-output``: its answer did not fit (neither counts against the agent)."""
+    """How an event went. It passes only when the user's stop was confirmed as a success, no
+    exercised policy was judged violated and the expected end state holds (where the event has
+    one); ``failed`` says which of these did not. ``not-exercised``: it would have passed, but
+    none of its policies came up. ``agent-error``: the agent under test crashed (counted against
+    it). ``simulator-error``: the simulated user kept stopping for a wrong reason.
+    ``infra-error``: a model of ours failed; ``invalid-output``: its answer did not fit (neither
+    counts against the agent). ``confirmed_stop`` is the method's own score (the paper's and the
+    original's): the user's confirmed stop alone."""
 
     id: str
     status: VerdictStatus
     reason: str = ""
+    failed: list[FailedBy] = Field(default_factory=list, description="What failed, for a failing "
+                                   "event: the stop, a policy, the end state (or the agent crashed).")
+    confirmed_stop: VerdictStatus | None = Field(default=None, description="The method's own "
+                                                 "score: the user's confirmed stop decides.")
     stop: str = Field(default="", description="The dialog's stop reason.")
     completed: bool | None = Field(default=None, description="The judge: was the request "
                                                              "completed as a correct agent would?")

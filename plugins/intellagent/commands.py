@@ -43,6 +43,9 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
         raise IntellagentError(f"no graph: {item.note} (run the command again to retry)", item=step)
     for warning in g.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if g.warnings:
+        click.echo("warning: the graph is degraded; run the command again to ask the failed calls "
+                   "again (what came through is kept)", err=True)
     click.echo(f"task: {g.task}")
     click.echo(f"flows: {', '.join(g.flows)}")
     for p in g.policies:

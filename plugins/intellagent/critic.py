@@ -1,7 +1,12 @@
-"""``policy-critic``: how an event went, following the method.
+"""``policy-critic``: how an event went.
 
-- The user's confirmed stop decides the event (the simulator's reviewer has checked it against
-  the transcript): success → pass; failure or give-up → fail. A dialog that ended otherwise (a
+- The event passes only when three things hold: the user's stop was confirmed as a success, no
+  exercised policy was judged violated, and the expected end state holds (where the event has
+  one). A failing event says which of them failed (``failed``: ``stop``, ``policy``, ``state``;
+  an agent crash is ``agent-error``), in its verdict, its note and a label of its score.
+- Beside it, the method's own score (``confirmed-stop``, as the paper and the original compute
+  it): the user's confirmed stop decides (the simulator's reviewer has checked it against the
+  transcript): success → pass; failure or give-up → fail; a dialog that ended otherwise (a
   hand-off to a human, the turn limit) passes only if the judge finds the request completed and
   no policy violated.
 - The judge sees the agent's instructions, the policies with their expected behaviour, every tool
@@ -11,11 +16,12 @@
 - ``agent-error``: the agent under test crashed; it counts against the agent.
   ``simulator-error``: the user kept stopping for a wrong reason. ``infra-error``: the judge
   could not answer.
-- Beside the judge, a hard check: the event's expected end state against the dialog's database
-  diff (``state``), reported as its own score.
+- The hard check: the event's expected end state against the dialog's database diff
+  (``state``), also reported as its own score.
 
 Scores: ``event`` (the status; labels: designed complexity, tested complexity = challenge of the
-policies exercised, the stop reason), one ``policy`` score per policy under test (pass, fail or
+policies exercised, the stop reason, what failed), ``confirmed-stop`` (the method's own score;
+the same labels but what failed), one ``policy`` score per policy under test (pass, fail or
 not-exercised; labels: policy, category, challenge; note: the judge's reason), and ``state``
 (pass/fail) when the event expects an end state.
 """
@@ -73,8 +79,10 @@ EVENT = Statuses(passed=["pass"], failed=["fail", "agent-error"], other=["not-ex
 USER_DECIDES = {"success": "pass", "failure": "fail", "give-up": "fail"}
 
 
-def decide(dialog: Dialog, judgements: list[PolicyJudgement], completed: bool) -> tuple[str, str]:
-    """The event's status and why, from the user's confirmed stop and the judge's findings."""
+def confirmed_stop(dialog: Dialog, judgements: list[PolicyJudgement], completed: bool) -> tuple[str, str]:
+    """The method's own score and why: the user's confirmed stop decides; a dialog that ended
+    otherwise passes when the judge finds the request completed and nothing violated; a pass
+    where none of the event's policies came up is ``not-exercised``."""
     violated = [j for j in judgements if j.violated]
     if dialog.stop_reason in USER_DECIDES:
         status = USER_DECIDES[dialog.stop_reason]
@@ -85,17 +93,42 @@ def decide(dialog: Dialog, judgements: list[PolicyJudgement], completed: bool) -
             "the request was completed" if completed else "the request was not completed")
     if status == "pass" and judgements and not any(j.exercised for j in judgements):
         return "not-exercised", "none of the event's policies came up in the dialog"
-    if violated:
-        reason += "; violated: " + "; ".join(f"{j.id}: {j.reason}" for j in violated)
     return status, reason
+
+
+def decide(dialog: Dialog, judgements: list[PolicyJudgement], completed: bool,
+           state: StateCheck | None = None) -> tuple[str, list[str], str]:
+    """The event's status, what failed (``stop``, ``policy``, ``state``) and why: it passes only
+    when the user's stop was confirmed as a success, no policy was judged violated and the
+    expected end state holds."""
+    method, why = confirmed_stop(dialog, judgements, completed)
+    violated = [j for j in judgements if j.violated]
+    # the stop failed the event by itself: the user said so, or (a hand-off, the turn limit)
+    # the judge found the request not completed; a violation alone is the policy's failure
+    stop_failed = USER_DECIDES.get(dialog.stop_reason) == "fail" or (
+        dialog.stop_reason not in USER_DECIDES and not completed)
+    failed = (["stop"] if stop_failed else []) + (["policy"] if violated else []) + \
+        (["state"] if state is not None and state.status == "fail" else [])
+    if not failed:
+        return method, [], why
+    parts = [why] if stop_failed else []
+    if violated:
+        parts.append("violated: " + "; ".join(f"{j.id}: {j.reason}" for j in violated))
+    if "state" in failed:
+        parts.append("end state: " + "; ".join(f"{r.expectation}: {r.detail}" for r in state.results if not r.ok))
+    if not stop_failed:
+        parts.append(why)
+    return "fail", failed, f"failed: {', '.join(failed)} — " + "; ".join(parts)
 
 
 def scores(event: Event, verdict: Verdict) -> list[Score]:
     """The verdict as scores: the event, each policy under test, and the end-state check."""
     challenge = {p.id: p.challenge for p in event.policies}
     tested = sum(challenge.get(pid, 0) for pid in verdict.exercised)
+    labels = {"complexity": event.spec.complexity, "tested": tested, "stop": verdict.stop}
     out = [Score(name="event", status=verdict.status, note=verdict.reason,
-                 labels={"complexity": event.spec.complexity, "tested": tested, "stop": verdict.stop})]
+                 labels=labels | {"failed": list(verdict.failed)}),
+           Score(name="confirmed-stop", status=verdict.confirmed_stop or verdict.status, labels=labels)]
     if verdict.judgements:
         violated = {v.policy for v in verdict.violated}
         for p in event.policies:
@@ -111,13 +144,20 @@ def scores(event: Event, verdict: Verdict) -> list[Score]:
 
 
 class PolicyCritic(Critic):
-    """The event's outcome from the user's confirmed stop; per policy: exercised, violated, why;
-    the expected end state against the database diff."""
+    """The event's outcome: the user's confirmed stop, the judge's findings per policy
+    (exercised, violated, why) and the expected end state against the database diff; the
+    method's own score (the confirmed stop alone) beside it."""
 
     name = "policy-critic"
     statuses = EVENT
-    scores = {"event": ScoreSpec(statuses=EVENT, labels=["complexity", "tested", "stop"],
-                                 description="how the event went"),
+    scores = {"event": ScoreSpec(statuses=EVENT, labels=["complexity", "tested", "stop", "failed"],
+                                 description="how the event went: it passes only when the user's stop "
+                                             "was confirmed as a success, no policy was judged "
+                                             "violated and the end state holds; `failed` says which "
+                                             "did not (stop, policy, state, agent-error)"),
+              "confirmed-stop": ScoreSpec(statuses=EVENT, labels=["complexity", "tested", "stop"],
+                                          description="the method's own score (the paper's and the "
+                                                      "original's): the user's confirmed stop decides"),
               "policy": ScoreSpec(statuses=Statuses(passed=["pass"], failed=["fail"], other=["not-exercised"]),
                                   labels=["policy", "category", "challenge"],
                                   description="each policy under test: followed, violated, or never came up"),
@@ -153,9 +193,10 @@ class PolicyCritic(Critic):
     async def _judge(self, ctx, event: Event, dialog: Dialog) -> Verdict:
         base = {"id": event.id, "stop": dialog.stop_reason, "state": self._state(ctx, event, dialog)}
         if dialog.stop_reason == "agent-error":
-            return Verdict(**base, status="agent-error", reason=f"the agent failed: {dialog.error}")
+            return Verdict(**base, status="agent-error", failed=["agent-error"],
+                           confirmed_stop="agent-error", reason=f"the agent failed: {dialog.error}")
         if getattr(dialog, "stop_disputed", False):
-            return Verdict(**base, status="simulator-error",
+            return Verdict(**base, status="simulator-error", confirmed_stop="simulator-error",
                            reason="the simulated user kept stopping for a wrong reason")
         outcome = await ctx.llm.structured([
             {"role": "system", "content": self.prompts.render("judge.system.md")},
@@ -172,7 +213,8 @@ class PolicyCritic(Critic):
             # a violated policy was in play, whatever the judge said about "exercised"
             judgements.append(PolicyJudgement(id=p.id, exercised=f.exercised or f.violated,
                                               violated=f.violated, reason=f.reason))
-        status, reason = decide(dialog, judgements, found.completed)
-        return Verdict(**base, status=status, reason=reason, completed=found.completed,
+        status, failed, reason = decide(dialog, judgements, found.completed, base["state"])
+        return Verdict(**base, status=status, failed=failed, reason=reason, completed=found.completed,
+                       confirmed_stop=confirmed_stop(dialog, judgements, found.completed)[0],
                        judgements=judgements, exercised=[j.id for j in judgements if j.exercised],
                        violated=[Violation(policy=j.id, reason=j.reason) for j in judgements if j.violated])

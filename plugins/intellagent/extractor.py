@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Extractor, Output
+from intellagent.steps import DEGRADED, Extractor, Output
 from intellagent.llm.types import Outcome, Status
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
 from intellagent_plugins.intellagent.policy_text import clean
@@ -115,8 +115,9 @@ class PolicyGraphExtractor(Extractor):
 
     async def run(self, ctx) -> Output[PolicyGraph]:
         """A graph from whatever could be extracted: a flow whose policies cannot be read is left
-        out and an edge that cannot be scored weighs 0, each with a warning; only when nothing
-        usable is left does the item end as an infra error (retried by the next run)."""
+        out and an edge that cannot be scored weighs 0, each with a warning, and the graph is
+        ``degraded`` (this run uses it, the next run asks the failed calls again); only when
+        nothing usable is left does the item end as an infra error (retried by the next run)."""
         env = ctx.env
         if env.task:
             task = env.task
@@ -152,6 +153,10 @@ class PolicyGraphExtractor(Extractor):
                             f"in the graph: {failed[0]}")
         graph = PolicyGraph(environment=env.name, task=task, flows=[f.name for f in flows],
                             policies=policies, edges=edges, warnings=warnings, notes=notes)
+        if failed or not all(o.ok for o in per_flow):
+            # a call failed: usable now, but not a graph to keep (the next run asks it again)
+            return Output(value=graph, status=DEGRADED, note="; ".join(warnings + notes),
+                          warnings=warnings + notes)
         return Output(value=graph, warnings=warnings + notes, note="; ".join(notes))
 
     async def _edges(self, ctx, agent_prompt: str, policies: list[Policy]

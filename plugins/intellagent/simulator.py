@@ -4,7 +4,7 @@ stop-review loop.
 
 When the user stops, a reviewer (the ``critic`` role) checks the stop against the agent's
 instructions, the policies with their expected behaviour and the transcript with full tool
-results and the database diff; if it disagrees, its feedback goes back to the user and the
+results and the database diff so far (the kit sets it before each stop check); if it disagrees, its feedback goes back to the user and the
 dialog resumes (bounded by ``max_feedback``). A reviewer that cannot answer makes the dialog an
 infra error: a stop is never accepted unchecked. A user that still stops against the reviewer
 after the last round leaves the dialog ``stop_disputed``.

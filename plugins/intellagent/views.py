@@ -54,9 +54,14 @@ class VerdictView:
     @staticmethod
     def html(verdict: Verdict, item: Any = None) -> str:
         css = {"pass": "pass", "fail": "fail"}.get(verdict.status, "other")
-        parts = [f"<p>Verdict: <b class={css}>{_e(verdict.status)}</b> — {_e(verdict.reason)}"
+        parts = [f"<p>Verdict: <b class={css}>{_e(verdict.status)}</b>"
+                 + (f" (failed: <b class=fail>{_e(', '.join(verdict.failed))}</b>)" if verdict.failed else "")
+                 + f" — {_e(verdict.reason)}"
                  + (f" Request completed: {'yes' if verdict.completed else 'no'}." if verdict.completed is not None else "")
                  + "</p>"]
+        if verdict.confirmed_stop is not None and verdict.confirmed_stop != verdict.status:
+            parts.append(f"<p>The user's confirmed stop (the method's own score): "
+                         f"<b>{_e(verdict.confirmed_stop)}</b></p>")
         if verdict.judgements:
             parts.append("<table><tr><th>policy</th><th>exercised</th><th>violated</th><th>judge's reason</th></tr>"
                          + "".join(f"<tr><td>{_e(j.id)}</td><td>{'yes' if j.exercised else 'no'}</td>"

@@ -257,6 +257,12 @@ class HtmlReporter(Reporter):
                                             for k, v in report.outcomes.items()) + ".</p>")
         for line in report.headlines():
             yield f"<p>{_e(line)}</p>"
+        degraded = report.degraded()
+        if degraded:
+            yield ("<div id=degraded class=fail><b>Degraded items:</b> "
+                   + ", ".join(f"{n} {_e(step)}" for step, n in degraded.items())
+                   + ". Each was made without a model call that failed (an infra error): this run used "
+                     "it as it is, and the next run makes it again.</div>")
         warnings = [(s.name, w, n) for s in report.steps for w, n in s.warnings.items()]
         if warnings:
             yield ("<div id=warnings class=fail><b>Look at these:</b><ul>"

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, create_model
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
-from intellagent.steps import Generator, Output, Sampler, Statuses
+from intellagent.steps import DEGRADED, Generator, Output, Sampler, Statuses
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
 from intellagent_plugins.tooltalk.environment.data import PER_USER
 from intellagent_plugins.tooltalk.executor import World, tool_meta
@@ -311,9 +311,9 @@ class WriteConversation(Generator):
         else:
             return Output(value=shell, status="invalid", halt=True, note="; ".join(problems)[:1000])
         replies = [e.assistant for e in draft.exchanges]
-        warnings = []
+        warnings, failed = [], False
         if self.config.replies:
-            replies, warning = await self.rewrite_replies(ctx, draft, executed, replies)
+            replies, warning, failed = await self.rewrite_replies(ctx, draft, executed, replies)
             warnings += [warning] if warning else []
         turns: list[Turn] = []
         for i, (exchange, calls, reply) in enumerate(zip(draft.exchanges, executed, replies)):
@@ -325,6 +325,8 @@ class WriteConversation(Generator):
             name=shell.name, conversation_id=str(uuid.UUID(int=ctx.rng("id").getrandbits(128))),
             set=self.config.set_name, suites_used=scenario.plugins, apis_used=used, scenario=scenario.text,
             user=user, metadata=metadata, conversation=turns)
+        if failed:  # the rewrite's call failed: usable as written, but the next run asks again
+            return Output(value=conversation, status=DEGRADED, note=warnings[0], warnings=warnings)
         return Output(value=conversation, warnings=warnings)
 
     def execute(self, env, shell: Conversation, draft: BaseModel, required: str
@@ -353,7 +355,9 @@ class WriteConversation(Generator):
         return executed, problems
 
     async def rewrite_replies(self, ctx, draft: BaseModel, executed: list[list[ApiCall]],
-                              replies: list[str]) -> tuple[list[str], str | None]:
+                              replies: list[str]) -> tuple[list[str], str | None, bool]:
+        """The replies rewritten from the real results; why they were kept as written, if they
+        were; and whether that is because the call failed (the item is then degraded)."""
         lines = []
         for exchange, calls in zip(draft.exchanges, executed):
             lines.append(f"User: {exchange.user}")
@@ -366,8 +370,8 @@ class WriteConversation(Generator):
         outcome = await ctx.llm.structured([{"role": "user", "content": prompt}], Replies,
                                            role="conversation-writer")
         if not outcome.ok:
-            return replies, f"replies kept as written: {outcome.error}"
+            return replies, f"replies kept as written: {outcome.error}", True
         if len(outcome.value.replies) != len(replies):
             return replies, (f"replies kept as written: the rewrite gave {len(outcome.value.replies)} "
-                             f"for {len(replies)} exchanges")
-        return outcome.value.replies, None
+                             f"for {len(replies)} exchanges"), False
+        return outcome.value.replies, None, False

@@ -306,6 +306,36 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
     return out
 
 
+def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
+                    until: str | None, cache: bool) -> None:
+    """``run --estimate``: the estimate's table, from the workspace's earlier run where there is
+    one (a workspace without a store is not created)."""
+    import asyncio
+
+    from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
+    from intellagent.store import STORE_VARIABLE, open_store
+
+    earlier: dict[str, Any] = {}
+    reuse = None
+    steps = [s for s in plan.steps if s in set(plan.upstream(until))] if until else None
+    url = store_url or os.environ.get(STORE_VARIABLE) or plan.spec.store
+    if url or (Path(workspace) / "intellagent.db").exists():
+        store = open_store(workspace, store_url, plan.spec.store)
+        earlier = earlier_figures(plan, store)
+        reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
+    found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
+    click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
+    for line in found.lines():
+        click.echo(f"  {line}")
+    budget = plan.spec.llm.budget_usd
+    if budget is not None and found.dollars is not None and found.dollars > budget:
+        click.echo(f"  the budget (${budget:g}) would stop it at about {budget / found.dollars:.0%} "
+                   "of its model calls")
+    if not earlier:
+        click.echo("  (a guess from the pipeline and the environment: a finished run of this "
+                   "pipeline in the workspace makes it a measurement)")
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("environment")
 @click.option("--pipeline", default=None, help="Pipeline: a registered name (see `intellagent "
@@ -335,13 +365,16 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
 @click.option("--fail-under", "fail_under", multiple=True, metavar="PATH=NUMBER",
               help="A gate: exit 1 when the metric PATH (success, by-category.authentication) is "
                    "under NUMBER. Repeatable; adds to the pipeline's gates.")
+@click.option("--estimate", is_flag=True, help="Print what the run would cost (per step: items, "
+              "model calls, tokens, dollars; a wall-time range) and stop, calling no model and no "
+              "agent; refined by the workspace's latest finished run of the same pipeline.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
         store_url: str | None, executor: str | None, workers: int | None,
         ray_address: str | None, new_report: bool, settings: tuple[str, ...],
-        fail_under: tuple[str, ...]) -> None:
+        fail_under: tuple[str, ...], estimate: bool) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N).
@@ -385,6 +418,9 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         gates.append(gate)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
+    if estimate:
+        _print_estimate(plan, env, workspace, store_url, until, cache=not no_cache)
+        return
     store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,

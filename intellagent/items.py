@@ -51,6 +51,20 @@ def undeclared(step: PlannedStep, scores: list[Score]) -> str | None:
     return None
 
 
+def typed(step: PlannedStep, value: Any) -> tuple[Any, str, str]:
+    """``value`` as ``step`` declares its output (exactly: a consumer gets what the wiring
+    promised), its JSON and that JSON's hash, as the store keeps them."""
+    annotation = annotation_of(step.output)
+    try:
+        value = adapter(annotation).validate_python(value) if value is not None else None
+        payload = adapter(annotation).dump_json(value).decode() if value is not None else "null"
+    except Exception as exc:
+        raise IntellagentError(f"'{step.use}' returned {type(value).__name__}, not its "
+                               f"declared {step.output}: {str(exc).splitlines()[0]}",
+                               item=f"step {step.name}") from None
+    return value, payload, text_hash(payload)
+
+
 class ItemMaker:
     """Makes (or finds) the items of one run's steps. ``owner`` names this process's claims;
     ``on_error(step, exc)`` is told of a step that raised before the error goes on."""
@@ -185,15 +199,7 @@ class ItemMaker:
         problem = undeclared(step, out.scores)
         if problem:
             raise IntellagentError(problem, item=f"step {step.name}")
-        annotation = annotation_of(step.output)
-        try:  # the declared type, exactly: a consumer gets what the wiring promised
-            value = adapter(annotation).validate_python(out.value) if out.value is not None else None
-            payload = adapter(annotation).dump_json(value).decode() if value is not None else "null"
-        except Exception as exc:
-            raise IntellagentError(f"'{step.use}' returned {type(out.value).__name__}, not its "
-                                   f"declared {step.output}: {str(exc).splitlines()[0]}",
-                                   item=f"step {step.name}") from None
-        value_hash = text_hash(payload)
+        value, payload, value_hash = typed(step, out.value)
         self.made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,
                             note=out.note, payload=payload, value_hash=value_hash, run_id=self.run_id,

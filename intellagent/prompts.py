@@ -44,6 +44,10 @@ class PromptFiles:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
         return self._env.get_template(name).render(**values).strip()
 
+    def source(self, name: str) -> str:
+        """Template ``name``'s text as written (for an estimate of its size, no value filled)."""
+        return self._env.loader.get_source(self._env, name)[0]
+
     def has(self, name: str) -> bool:
         """Whether a template ``name`` is there to read (the user's folder or a built-in one)."""
         try:

@@ -85,6 +85,24 @@ def merge_scores(a: ScoreSpec, b: ScoreSpec) -> ScoreSpec:
                      description=a.description or b.description)
 
 
+class RoleLoad(BaseModel):
+    """What one item asks of one model role: calls, and tokens per call."""
+
+    calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+
+
+class ItemEstimate(BaseModel):
+    """What one item of a step costs, for ``--estimate``: its calls per role (``agent``: the
+    agent under test's role, when it has one), the elements of its list (a list output), and
+    how many of its calls come one after another (for the wall time)."""
+
+    roles: dict[str, RoleLoad] = Field(default_factory=dict)
+    outputs: float | None = None
+    sequential: float = 0.0
+
+
 class Score(BaseModel):
     """One judgement of an item, for metric plugins to reduce.
 
@@ -153,6 +171,11 @@ class Step:
     def fingerprint(self) -> Any:
         """What else shapes this step's results beyond its options (e.g. the text of prompt files
         a user may edit); part of its items' cache key. None by default."""
+        return None
+
+    def estimate(self, env: Any) -> ItemEstimate | None:
+        """What one item costs, for ``run --estimate`` (None: one call per role with the
+        environment's prompt; a finished run of the pipeline in the workspace corrects it)."""
         return None
 
     def check(self, env: Any) -> str | None:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import re
 import zlib
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ from intellagent.cli import cli
 from intellagent.environment import load_environment
 from intellagent.errors import ConfigError
 from intellagent.testing.harness import run_pipeline, run_step
-from intellagent_plugins.apigen_mt.artefacts import (ApiGraph, Blueprint, BlueprintContext,
+from intellagent_plugins.apigen_mt.artefacts import (Blueprint, BlueprintContext,
                                                      BlueprintResult, BlueprintTask, BlueprintTaskEvent,
                                                      BlueprintTaskSpec, Call, Pair, Review, Trajectory)
 from intellagent_plugins.apigen_mt.committee import CommitteeConfig, decide

@@ -3,11 +3,9 @@ and no traceback."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import textwrap
 import types
 from pathlib import Path
 

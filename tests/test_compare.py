@@ -3,7 +3,6 @@ every rate's change with Newcombe's 95 % interval, in the terminal and as HTML."
 
 from __future__ import annotations
 
-import pytest
 
 from intellagent.cli import cli
 from intellagent.metrics import difference

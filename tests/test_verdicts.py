@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from intellagent.cli import cli
-from intellagent.environment import Row, load_environment
+from intellagent.environment import load_environment
 from intellagent.llm import LLM
 from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.testing.harness import run_step

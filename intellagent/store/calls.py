@@ -82,6 +82,28 @@ class CallLog(StoreBase):
 
     # -- cache -----------------------------------------------------------------------------
 
+    def run_figures(self, run_id: str) -> dict[str, Any]:
+        """What a run's items took: items per step, calls and tokens per step and role (every
+        call its items took, whichever run made it), and the mean seconds of a call."""
+        self.flush()
+        ri, t = RunItemRow.__table__.c, LLMCallRow.__table__.c
+        with self.engine.connect() as conn:
+            items = dict(conn.execute(sa.select(ri.step, sa.func.count()).where(ri.run_id == run_id)
+                                      .group_by(ri.step)).all())
+            keys = sa.select(ri.key, ri.step).where(ri.run_id == run_id).subquery()
+            rows = conn.execute(
+                sa.select(keys.c.step, t.role, sa.func.count(), sa.func.sum(t.prompt_tokens),
+                          sa.func.sum(t.completion_tokens), sa.func.avg(sa.case((t.cached == sa.false(), t.latency_ms))))
+                .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key).group_by(keys.c.step, t.role)).all()
+        loads: dict[str, dict[str, tuple[int, int, int]]] = {}
+        latencies = []
+        for step, role, calls, prompt, completion, latency in rows:
+            loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
+            if latency:
+                latencies.append(latency / 1000)
+        return {"items": items, "loads": loads,
+                "latency": sum(latencies) / len(latencies) if latencies else None}
+
     def _cache_insert(self) -> Any:
         return self._statement("cache", lambda: self._insert_ignore(CachedResponseRow))
 

@@ -63,6 +63,18 @@ class RunRecords(StoreBase):
                 return (run_id, data.get("report_folder") or run_id) if unfinished else None
         return None
 
+    def latest_finished_run(self, pipeline: str, *, look_back: int = 50) -> str | None:
+        """The latest run of ``pipeline`` that finished with its report, or None."""
+        t = RunRow.__table__.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(t.id, t.config).where(t.status == "done")
+                                .order_by(t.created_at.desc()).limit(look_back)).all()
+        for run_id, config in rows:
+            data = json.loads(config or "{}")
+            if data.get("pipeline") == pipeline and data.get("info") and not data.get("until"):
+                return run_id
+        return None
+
     def resolve_run(self, run: str) -> str:
         """A run id, or ``latest``."""
         self.reap()

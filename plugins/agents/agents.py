@@ -242,6 +242,7 @@ class HttpAgent(ServesTools, Agent):
     """Your agent behind an HTTP endpoint (contract in the module docstring)."""
 
     Config = HttpConfig
+    reaches_out = True  # its pre-flight asks the endpoint
 
     @classmethod
     def check(cls, config: HttpConfig) -> str | None:

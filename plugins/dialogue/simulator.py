@@ -25,16 +25,23 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from intellagent.environment import diff_databases
+from intellagent.estimate import tokens
 from intellagent.llm.types import Outcome, Status
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.session import TOOL_CALLS_AS_TEXT, LiveSession, ToolBox, tool_call_in_text
-from intellagent.steps import UNFINISHED, Output, Simulator
+from intellagent.steps import UNFINISHED, ItemEstimate, Output, RoleLoad, Simulator
 from intellagent_plugins.dialogue.dialog import Dialog, Turn
 from intellagent_plugins.dialogue.scenario import Scenario
 
 PROMPTS = Path(__file__).parent / "prompts"
 
+#: What a dialog's estimate assumes (a finished run of the pipeline replaces it with its own):
+TURNS = 4  # user messages in a dialog
+TOOL_ROUNDS = 1.0  # tool rounds of the agent per user message, when the environment has tools
+SAID, REPLY, TOOL_ROUND = 40, 80, 150  # tokens of a user message, of an agent reply, of a tool call
+#                                        with its result
+SCENARIO = 300  # tokens of a scenario as a persona prompt shows it
 
 
 def failed_reason(outcome: Outcome) -> str:
@@ -133,6 +140,32 @@ class UserAgent(Simulator):
 
     def fingerprint(self) -> dict[str, str]:
         return self.prompts.fingerprint()
+
+    def estimate(self, env: Any) -> ItemEstimate:
+        """A dialog of :data:`TURNS` user messages (at most ``max_turns``) and its closing one;
+        the agent answers each after :data:`TOOL_ROUNDS` tool rounds. Every call's prompt holds
+        the dialog so far (the user's view, the agent's messages with its tools)."""
+        turns = min(self.config.max_turns, TURNS)
+        rounds = min(self.config.max_tool_steps, TOOL_ROUNDS) if env.tools else 0.0
+        persona = tokens(self.prompts.source(self.persona_file)) + self.scenario_tokens(env)
+        user = RoleLoad(calls=turns + 1, prompt_tokens=persona + turns / 2 * (SAID + REPLY),
+                        completion_tokens=SAID + 40)
+        exchange = SAID + REPLY + rounds * TOOL_ROUND
+        schemas = [t.openai_schema() for t in env.tools.values()]
+        agent = RoleLoad(calls=turns * (1 + rounds),
+                         prompt_tokens=tokens(env.prompt or "", schemas) + (turns - 1) / 2 * exchange
+                         + SAID + rounds / 2 * TOOL_ROUND,
+                         completion_tokens=(REPLY + rounds * 40) / (1 + rounds))
+        roles = {"user": user, "agent": agent, **self.review_estimate(env, turns * exchange)}
+        return ItemEstimate(roles=roles, sequential=sum(r.calls for r in roles.values()))
+
+    def scenario_tokens(self, env: Any) -> float:
+        """Tokens of a scenario as the persona prompt shows it (for the estimate)."""
+        return SCENARIO
+
+    def review_estimate(self, env: Any, transcript_tokens: float) -> dict[str, RoleLoad]:
+        """The calls of :meth:`review_stop` per dialog, by role (none by default)."""
+        return {}
 
     async def run(self, ctx, scenario: Scenario) -> Output[Dialog]:
         dialog = await self.play(ctx, scenario)

@@ -34,9 +34,11 @@ from pydantic import BaseModel, Field
 
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import PASS_FAIL, Critic, Output, Score, ScoreSpec, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import PASS_FAIL, Critic, ItemEstimate, Output, RoleLoad, Score, ScoreSpec, Statuses
 from intellagent_plugins.dialogue.dialog import Dialog
 from intellagent_plugins.dialogue.transcript import transcript
+from intellagent_plugins.dialogue.simulator import REPLY, SAID, TOOL_ROUND, TURNS
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, PolicyJudgement, StateCheck,
                                                        Verdict, Violation)
 from intellagent_plugins.intellagent.keyed import keyed_model
@@ -174,6 +176,15 @@ class PolicyCritic(Critic):
 
     def fingerprint(self) -> dict[str, str]:
         return self.prompts.fingerprint()
+
+    def estimate(self, env) -> ItemEstimate:
+        """One judgement per dialog: the agent's prompt, about three policies and the transcript
+        of a dialog as the simulator's estimate has it."""
+        transcript_tokens = TURNS * (SAID + REPLY + (TOOL_ROUND if env.tools else 0))
+        prompt = tokens(self.prompts.source("judge.system.md"), self.prompts.source("judge.md"),
+                        env.prompt or "") + min(transcript_tokens, self.config.transcript_chars / 4) + 3 * 60
+        return ItemEstimate(roles={"critic": RoleLoad(calls=1, prompt_tokens=prompt,
+                                                      completion_tokens=60 + 3 * 60)}, sequential=1)
 
     async def run(self, ctx, event: Event, dialog: Dialog) -> Output[Verdict]:
         verdict = await self._judge(ctx, event, dialog)

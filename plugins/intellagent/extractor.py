@@ -12,14 +12,17 @@ weight is symmetric (the mean of both directions when both exist, e.g. scored by
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from intellagent.estimate import tokens
 from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import DEGRADED, Extractor, Output
+from intellagent.steps import DEGRADED, Extractor, ItemEstimate, Output, RoleLoad
 from intellagent.llm.types import Outcome, Status
 from intellagent_plugins.intellagent.artefacts import CATEGORIES, Category, Edge, Policy, PolicyGraph
 from intellagent_plugins.intellagent.policy_text import clean
@@ -88,6 +91,28 @@ def _failed_status(outcomes: list[Outcome]) -> str:
         else Status.infra_error.value
 
 
+#: A sentence that states a rule (for the estimate of how many policies a prompt holds).
+RULE = re.compile(r"\b(must|should|never|cannot|can't|only|do not|don't|always|not allowed|"
+                  r"required?|may not|need to|has to|have to)\b", re.IGNORECASE)
+POLICY_TOKENS = 35  # a policy as the edge scorer sees it (id, text) and as the extractor writes it
+
+
+def edge_calls(policies: int, block_size: int, mode: str = "per-policy") -> int:
+    """Edge calls of a fresh graph of ``policies`` policies."""
+    if mode == "pairwise":
+        return policies * (policies - 1) // 2
+    return sum(math.ceil(k / block_size) for k in range(1, policies))
+
+
+def rules_in(prompt: str) -> tuple[int, int]:
+    """About how many policies and flows the analyst will find in ``prompt``: its sentences and
+    lines that state a rule (at least 3), and its headings (at least 1, at most one per policy)."""
+    statements = re.split(r"(?<=[.!?])\s+|\n+", prompt)
+    policies = max(3, sum(1 for s in statements if RULE.search(s)))
+    headings = sum(1 for line in prompt.splitlines() if line.lstrip().startswith("#"))
+    return policies, min(policies, max(1, headings))
+
+
 PROMPTS = ("analyst.system.md", "task_and_flows.md", "flows.md", "policies.md", "edges.md",
            "edge_pair.md")
 
@@ -108,6 +133,25 @@ class PolicyGraphExtractor(Extractor):
 
     def fingerprint(self) -> dict[str, str]:
         return self.prompts.fingerprint()
+
+    def estimate(self, env) -> ItemEstimate:
+        """One call for the flows, one per flow for its policies, and the edge calls of the
+        policies the prompt's rule statements suggest (:func:`rules_in`, :func:`edge_calls`)."""
+        policies, flows = rules_in(env.prompt or "")
+        base = tokens(self.prompts.source("analyst.system.md"), env.prompt or "")
+        first = base + tokens(self.prompts.source("flows.md" if env.task else "task_and_flows.md"))
+        per_flow = base + tokens(self.prompts.source("policies.md")) + 20 * len(CATEGORIES)
+        extractor_calls = 1 + flows
+        extractor = RoleLoad(calls=extractor_calls,
+                             prompt_tokens=(first + flows * per_flow) / extractor_calls,
+                             completion_tokens=(40 * flows + flows * POLICY_TOKENS * policies / flows)
+                             / extractor_calls)
+        n_edges = edge_calls(policies, self.config.block_size, self.config.edges)
+        others = min(self.config.block_size, policies / 2) if self.config.edges == "per-policy" else 1
+        edges = RoleLoad(calls=n_edges,
+                         prompt_tokens=base + tokens(self.prompts.source("edges.md")) + others * POLICY_TOKENS,
+                         completion_tokens=10 + 8 * others)
+        return ItemEstimate(roles={"extractor": extractor, "edges": edges}, sequential=3)
 
     def _messages(self, template: str, **values) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.prompts.render("analyst.system.md")},

@@ -31,7 +31,8 @@ from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Generator, Output, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import Generator, ItemEstimate, Output, RoleLoad, Statuses
 from intellagent_plugins.intellagent.artefacts import (Event, EventPolicy, EventSpec, Expectation,
                                                        ExpectationKind, PolicyGraph, Symbol)
 from intellagent_plugins.intellagent.keyed import keyed_model
@@ -40,6 +41,19 @@ from intellagent_plugins.intellagent.prompts import Prompts
 CANDIDATES = 6
 KEY = re.compile(r"^[^\s]{1,64}$")
 PROMPTS = ("generator.system.md", "scenario.md", "rows.md", "repair.md")
+
+
+def record_tokens(env, per_table: int = 3) -> float:
+    """The mean tokens of a record of the environment's seed data (a few of each table), for
+    estimates; 0 without a database."""
+    if not env.db_schema:
+        return 0.0
+    db = env.seed_database()
+    try:
+        sizes = [len(db.record_json(t, k) or "") for t in env.db_schema.tables for k in db.keys(t, limit=per_table)]
+    finally:
+        db.close()
+    return sum(sizes) / len(sizes) / 4 if sizes else 0.0
 
 
 class Config(StrictModel):
@@ -140,6 +154,35 @@ class SymbolicEvents(Generator):
 
     def fingerprint(self) -> dict[str, str]:
         return self.prompts.fingerprint()
+
+    def estimate(self, env) -> ItemEstimate:
+        """One call for the scenario (the agent's prompt, about three policies, the tables with
+        example keys) and, with a database, one for the rows (the candidate rows of three
+        tables), plus a repair round for one event in ten."""
+        schema = env.db_schema
+        tables = list(schema.tables) if schema else []
+        seed_db = env.seed_database() if schema else None
+        try:
+            examples = {t: seed_db.keys(t, limit=3) for t in tables} if seed_db else {}
+            rows = [[seed_db.record_json(t, k) for k in seed_db.keys(t, limit=CANDIDATES)] for t in tables] \
+                if seed_db else []
+        finally:
+            if seed_db is not None:
+                seed_db.close()
+        policies = 3
+        draft = tokens(self.prompts.source("generator.system.md"), self.prompts.source("scenario.md"),
+                       env.prompt or "", examples) + policies * 40
+        written = 250 + 60 * policies + 30 * min(3, self.config.max_entities)
+        if not tables:
+            return ItemEstimate(roles={"generator": RoleLoad(calls=1, prompt_tokens=draft,
+                                                              completion_tokens=written)}, sequential=1)
+        shown = sum(min(self.config.candidate_chars, sum(len(x or "") for x in r)) for r in rows) / max(1, len(rows)) / 4
+        entities = min(3, self.config.max_entities, len(tables))
+        ask = draft + written + tokens(self.prompts.source("rows.md")) + entities * shown
+        calls = 2 + 0.1 * min(1, self.config.repairs)
+        return ItemEstimate(roles={"generator": RoleLoad(
+            calls=calls, prompt_tokens=(draft + (calls - 1) * ask) / calls,
+            completion_tokens=(written + (calls - 1) * entities * 120) / calls)}, sequential=calls)
 
     async def run(self, ctx, graph: PolicyGraph, spec: EventSpec) -> Output[Event]:
         event = await self._make(ctx, graph, spec)

@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 
 from intellagent.hashing import content_hash
 from intellagent.model import StrictModel
-from intellagent.steps import Sampler
+from intellagent.steps import ItemEstimate, Sampler
 from intellagent_plugins.intellagent.artefacts import EventSpec, PolicyGraph
 
 Weights = dict[tuple[str, str], float]
@@ -60,6 +60,10 @@ class WalkSampler(Sampler):
     overshoot = True  # Algorithm 1: walk until the target is reached or exceeded
     inputs = {"graph": PolicyGraph}
     output = list[EventSpec]
+
+    def estimate(self, env) -> ItemEstimate:
+        """No model call; ``events`` policy sets."""
+        return ItemEstimate(outputs=self.config.events)
 
     def run(self, ctx, graph: PolicyGraph) -> list[EventSpec]:
         count = self.config.events

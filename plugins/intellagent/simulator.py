@@ -16,10 +16,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from intellagent.estimate import tokens
+from intellagent.steps import RoleLoad
 from intellagent_plugins.dialogue.simulator import PROMPTS as KIT_PROMPTS
 from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig, failed_reason
 from intellagent_plugins.dialogue.transcript import transcript
 from intellagent_plugins.intellagent.artefacts import Event, ReviewedDialog
+from intellagent_plugins.intellagent.generator import record_tokens
 
 PROMPTS = Path(__file__).parent / "prompts"
 
@@ -52,6 +55,20 @@ class PolicyUser(UserAgent):
              "critic": "checks the user's decision to stop against the transcript"}
     prompt_folders = (PROMPTS, KIT_PROMPTS)
     prompt_names = ("judge.system.md", "stop_check.md")
+
+    def scenario_tokens(self, env) -> float:
+        """The brief and what the user knows, the records of about three entities among it, and
+        about three policies with their expected behaviour."""
+        return 250 + 3 * record_tokens(env) + 3 * 70
+
+    def review_estimate(self, env, transcript_tokens: float) -> dict[str, RoleLoad]:
+        """One stop check per dialog, and another for one in three (the reviewer disagreed)."""
+        if not self.config.stop_check:
+            return {}
+        prompt = tokens(self.prompts.source("judge.system.md"), self.prompts.source("stop_check.md"),
+                        env.prompt or "") + min(transcript_tokens, self.config.transcript_chars / 4) + 200
+        return {"critic": RoleLoad(calls=1 + min(1, self.config.max_feedback) / 3, prompt_tokens=prompt,
+                                   completion_tokens=40)}
 
     def new_dialog(self, scenario: Event) -> ReviewedDialog:
         return ReviewedDialog(id=scenario.id)

@@ -1,0 +1,301 @@
+"""What a run will cost before it starts (``intellagent run ... --estimate``): per step, the items
+to make, the items reused, model calls, tokens, dollars, and a range for the wall time. No model
+and no agent is called.
+
+Three sources, each exact where it can be:
+
+- **what the store already holds**: the plan is walked as a run walks it (the same scheduler,
+  the same item keys), each item looked up instead of made; a step that calls no model (a
+  sampler) is computed, being free. An item found is reused at no cost; an item not found is to
+  be made, and so is everything that depends on it, its fan-out included (whose size is then an
+  estimate).
+- **what one item costs**: each step says so (:meth:`intellagent.steps.Step.estimate`: calls and
+  tokens per role, elements of its list, calls one after another) from its options and the
+  environment; a step that says nothing is one call per role with the environment's prompt.
+- **what an earlier run measured**: where the workspace holds a finished run of the same
+  pipeline, its calls and tokens per item of each step, by role, the elements of each list and
+  the seconds a call took replace the step's own guesses (a list length the step's options fix,
+  such as ``events``, stays).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from intellagent.steps import ItemEstimate, RoleLoad
+
+DEFAULT_OUTPUTS = 10.0  # elements of a list a step gives, when nothing says
+LATENCY = (0.5, 4.0)  # seconds a call takes, when no earlier run says
+
+
+def tokens(*parts: Any) -> float:
+    """About how many tokens ``parts`` take in a prompt (four characters a token, as the mock
+    models and most servers without a tokenizer count; a dict or list as its JSON)."""
+    return sum(len(p if isinstance(p, str) else json.dumps(p, ensure_ascii=False)) for p in parts) / 4
+
+
+class StepCost(BaseModel):
+    name: str
+    items: float = Field(description="Items to make.")
+    reused: int = Field(default=0, description="Items the store holds already.")
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    dollars: float | None = Field(description="None when a model it calls has no known price.")
+    source: str = Field(description="Where the per-item figures come from.")
+
+
+class Estimate(BaseModel):
+    steps: list[StepCost]
+    calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    dollars: float | None
+    wall: tuple[float, float] = Field(description="Seconds, low and high.")
+    unpriced: list[str] = Field(default_factory=list)
+    earlier_run: str | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"{'step':<14} {'items':>7} {'reused':>7} {'calls':>8} {'prompt tok':>12} "
+               f"{'compl. tok':>11} {'cost $':>10}  from"]
+        for s in self.steps:
+            dollars = "-" if s.dollars is None else f"{s.dollars:.4f}"
+            out.append(f"{s.name:<14} {s.items:>7.0f} {s.reused:>7} {s.calls:>8.0f} {s.prompt_tokens:>12.0f} "
+                       f"{s.completion_tokens:>11.0f} {dollars:>10}  {s.source}")
+        dollars = "unknown (no price for " + ", ".join(self.unpriced) + ")" if self.dollars is None \
+            else f"${self.dollars:.4f}"
+        out.append(f"total: {self.calls:.0f} calls, {self.prompt_tokens:.0f} prompt + "
+                   f"{self.completion_tokens:.0f} completion tokens, {dollars}; wall "
+                   f"{_duration(self.wall[0])} to {_duration(self.wall[1])}")
+        return out
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def default_estimate(step: Any, env: Any) -> ItemEstimate:
+    """One call per role the step declares, with the environment's prompt."""
+    prompt = tokens(getattr(env, "prompt", "") or "") + 500
+    return ItemEstimate(roles={r: RoleLoad(calls=1, prompt_tokens=prompt, completion_tokens=300)
+                               for r in step.roles}, sequential=1 if step.roles else 0)
+
+
+# -- what the store holds ------------------------------------------------------------------------
+
+@dataclass
+class Reuse:
+    """What a walk of the plan over the store found, per step: items held (``reused``), items to
+    make (``new``), and of those the ones that start a fan-out whose elements are known only once
+    made (``unknown``: the items below them are not in ``new``)."""
+
+    reused: Counter = field(default_factory=Counter)
+    new: Counter = field(default_factory=Counter)
+    unknown: Counter = field(default_factory=Counter)
+
+
+class _Quiet:
+    def expect(self, step: Any, n: int) -> None: ...
+    def item_started(self, step: Any, scope: Any) -> None: ...
+    def item_done(self, step: Any, scope: Any, held: Any) -> None: ...
+    def step_started(self, step: Any) -> None: ...
+    def step_done(self, step: Any) -> None: ...
+
+
+async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None = None,
+                     cache: bool = True) -> Reuse:
+    """Walk ``plan`` (its ``steps``) as a run would, looking every item up in ``store``.
+
+    The agent under test is prepared only when that reaches nothing outside this process
+    (``reaches_out`` false): otherwise its identity is unknown and the items that talk to it
+    count as new."""
+    from intellagent.agent import AgentSetup
+    from intellagent.executors import LocalConfig, LocalExecutor
+    from intellagent.hashing import content_hash
+    from intellagent.items import ItemMaker, typed
+    from intellagent.llm import LLM
+    from intellagent.results import adapter, annotation_of
+    from intellagent.scheduling import Held, Scheduler
+    from intellagent.steps import DEGRADED, UNFINISHED, Output
+
+    selected = [plan.steps[n] for n in (steps if steps is not None else plan.steps)]
+    setup = AgentSetup()
+    agent = plan.agent.value if plan.agent is not None else None
+    if agent is not None and any(s.uses_agent for s in selected) and not getattr(agent, "reaches_out", False):
+        setup = await agent.prepare(plan.agent_config, env)
+    llm = LLM(plan.spec.llm, store=store, seed=plan.spec.seed, cache=cache)
+    maker = ItemMaker(plan, env, store=store, llm=llm, seed=plan.spec.seed, run_id="", owner="estimate",
+                      on_error=lambda step, exc: None, agent=setup)
+    roots = {s.domain[-1] for s in selected if s.domain}
+    free = {s.name for s in selected if not (s.roles or s.uses_agent)}
+    needed = roots | {w.source for s in selected if s.name in free for w in s.wires}
+    found = Reuse()
+
+    async def make(step: Any, scope: Any, inputs: dict[str, Any], hashes: list) -> Held:
+        key = content_hash(maker.static_key(step), hashes)
+        if any(str(h).startswith("new:") for _, h in hashes) or any(w.mode == "gather" for w in step.wires):
+            return _to_make(step, key)
+        row = store.item(key) if cache or step.name in free else None
+        if row is not None and row.status not in UNFINISHED and row.status != DEGRADED:
+            found.reused[step.name] += 1
+            value = adapter(annotation_of(step.output)).validate_json(row.payload) \
+                if step.name in needed else None
+            return Held(value, row.value_hash, row.status, row.halt)
+        if step.name not in free:
+            return _to_make(step, key)
+        # a step that calls no model costs nothing: computed, as the run will
+        found.new[step.name] += 1
+        ctx = maker.context(step, scope, key, content_hash(hashes) if hashes else None)
+        result = step.plugin.run(ctx, **inputs)
+        if inspect.isawaitable(result):
+            result = await result
+        out = result if isinstance(result, Output) else Output(value=result)
+        value, _, value_hash = typed(step, out.value)
+        return Held(value, value_hash, out.status, out.halts)
+
+    def _to_make(step: Any, key: str) -> Held:
+        found.new[step.name] += 1
+        if step.name in roots:
+            found.unknown[step.name] += 1
+        return Held(None, "new:" + key, "new")
+
+    try:
+        local = replace(plan, executor=LocalExecutor(LocalConfig()))
+        await Scheduler(local, selected, store=store, run_id="", make=make, observer=_Quiet(),
+                        limit=16).run()
+    finally:
+        await setup.close()
+        await llm.aclose()
+    return found
+
+
+# -- what an earlier run measured ----------------------------------------------------------------
+
+def earlier_figures(plan: Any, store: Any) -> dict[str, Any]:
+    """Per item of each step, what the latest finished run of ``plan``'s pipeline in ``store``
+    spent (calls and tokens by role, elements of each list, the calls in a chain), and the mean
+    seconds of its calls; empty when there is none."""
+    run_id = store.latest_finished_run(plan.name)
+    if run_id is None:
+        return {}
+    figures = store.run_figures(run_id)
+    items = figures["items"]
+    steps: dict[str, Any] = {}
+    for name, step in plan.steps.items():
+        n = items.get(name)
+        if not n:
+            continue
+        loads = figures["loads"].get(name, {})
+        roles = {role: {"calls": c / n, "prompt_tokens": p / c if c else 0, "completion_tokens": o / c if c else 0}
+                 for role, (c, p, o) in loads.items()}
+        found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values())}
+        children = [s for s in plan.steps.values() if s.each == name]
+        if step.output.many and children:
+            found["outputs"] = max(items.get(c.name, 0) for c in children) / n
+        steps[name] = found
+    return {"run_id": run_id, "steps": steps, "latency": figures["latency"]}
+
+
+# -- the estimate --------------------------------------------------------------------------------
+
+def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
+                  steps: list[str] | None = None, reuse: Reuse | None = None) -> Estimate:
+    """The cost of running ``plan`` (its ``steps``, all by default) on ``env`` with the models and
+    prices of its ``llm`` settings. ``earlier``: :func:`earlier_figures` of the workspace;
+    ``reuse``: :func:`plan_reuse` over its store (None: every item is made)."""
+    from intellagent.llm.prices import PriceTable
+
+    settings = plan.spec.llm
+    prices = PriceTable(settings.prices)
+    earlier = earlier or {}
+    names = steps if steps is not None else list(plan.steps)
+    agent_roles = sorted(getattr(plan.agent.value, "roles", {}) or {}) if plan.agent is not None else []
+    per_item: dict[str, ItemEstimate] = {}
+    sources: dict[str, str] = {}
+    for name in names:
+        step = plan.steps[name]
+        own = step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None
+        guess = own or default_estimate(step, env)
+        found = earlier.get("steps", {}).get(name)
+        if found is not None:
+            # a list's length the step's options fix (``events: 30``) wins over the earlier run's
+            outputs = guess.outputs if own is not None and own.outputs is not None \
+                else found.get("outputs", guess.outputs)
+            guess = ItemEstimate(roles={r: RoleLoad(**load) for r, load in found["roles"].items()},
+                                 outputs=outputs, sequential=found.get("sequential", guess.sequential))
+            sources[name] = f"run {earlier['run_id']}"
+        else:
+            sources[name] = "the step's own estimate" if own is not None else "a default guess"
+        per_item[name] = guess
+
+    def fan(root: str) -> float:
+        if not plan.steps[root].output.many:
+            return 1.0
+        outputs = per_item[root].outputs if root in per_item else None
+        return outputs if outputs is not None else DEFAULT_OUTPUTS
+
+    items: dict[str, float] = {}
+    for name in names:
+        domain = plan.steps[name].domain
+        if reuse is None:
+            items[name] = math.prod(fan(root) for root in domain)
+        else:  # the items found to make, and those under each fan-out whose elements are unknown
+            items[name] = reuse.new[name] + sum(
+                reuse.unknown[root] * math.prod(fan(r) for r in domain[k:])
+                for k, root in enumerate(domain))
+    total_calls = prompt_total = completion_total = 0.0
+    dollars: float | None = 0.0
+    unpriced: set[str] = set()
+    costs: list[StepCost] = []
+    chain = 0.0  # calls one after another on the longest path of one item
+    for name in names:
+        step, guess, n = plan.steps[name], per_item[name], items[name]
+        calls = prompt = completion = 0.0
+        step_dollars: float | None = 0.0
+        for role, load in guess.roles.items():
+            roles = agent_roles if role == "agent" and step.uses_agent else [role]
+            for r in roles:  # an agent without a model of ours (HTTP, Python): not our calls
+                share = 1 / len(roles)
+                c, p, o = n * load.calls * share, n * load.calls * load.prompt_tokens * share, \
+                    n * load.calls * load.completion_tokens * share
+                calls, prompt, completion = calls + c, prompt + p, completion + o
+                model = settings.for_role(r).model
+                price = prices.price(model)
+                if price is None:
+                    unpriced.add(model)
+                    step_dollars = None
+                elif step_dollars is not None:
+                    step_dollars += (p * price.input + o * price.output) / 1e6
+        costs.append(StepCost(name=name, items=n, reused=reuse.reused[name] if reuse else 0, calls=calls,
+                              prompt_tokens=prompt, completion_tokens=completion, dollars=step_dollars,
+                              source=sources[name]))
+        total_calls, prompt_total, completion_total = total_calls + calls, prompt_total + prompt, \
+            completion_total + completion
+        dollars = None if dollars is None or step_dollars is None else dollars + step_dollars
+        if n:
+            chain += guess.sequential
+    latency = earlier.get("latency")
+    low, high = (latency * 0.7, latency * 1.5) if latency else LATENCY
+    # the longest chain of calls one after another, or the calls spread over the requests in
+    # flight, or the provider's limits per minute: whichever takes longest
+    floor = 0.0
+    if settings.requests_per_minute:
+        floor = max(floor, total_calls / settings.requests_per_minute * 60)
+    if settings.tokens_per_minute:
+        floor = max(floor, (prompt_total + completion_total) / settings.tokens_per_minute * 60)
+    spread = math.ceil(total_calls / settings.max_concurrency)
+    wall = (max(chain * low, spread * low, floor), max(chain * high, spread * high, floor))
+    return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,
+                    completion_tokens=completion_total, dollars=dollars, wall=wall,
+                    unpriced=sorted(unpriced), earlier_run=earlier.get("run_id"))

@@ -1,0 +1,124 @@
+"""`intellagent run --estimate`: what a run will cost, before it starts, calling no model and no
+agent; from the pipeline's shape and the environment, the items the store already holds, and the
+figures of an earlier run in the workspace."""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from intellagent.cli import cli
+from intellagent.environment import load_environment
+from intellagent.estimate import estimate_plan
+from intellagent.plan import load_plan, model_overrides
+from intellagent.registry import load_registry
+from intellagent_plugins.intellagent.extractor import edge_calls, rules_in
+
+REPO = Path(__file__).resolve().parent.parent
+TOTAL = re.compile(r"total: (\d+) calls, (\d+) prompt \+ (\d+) completion tokens, (.*?); wall")
+ROW = re.compile(r"^\s+(\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$")
+
+
+def estimate(runner, ws: Path, *extra: str, env: str = "airline", events: int = 6) -> dict:
+    result = runner.invoke(cli, ["run", env, "--events", str(events), "--workspace", str(ws),
+                                 "--estimate", *extra])
+    assert result.exit_code == 0, result.output
+    steps = {m[1]: {"items": int(m[2]), "reused": int(m[3]), "calls": int(m[4]), "prompt": int(m[5]),
+                    "completion": int(m[6]), "dollars": m[7], "from": m[8]}
+             for line in result.output.splitlines() if (m := ROW.match(line))}
+    calls, prompt, completion, dollars = TOTAL.search(result.output).groups()
+    return {"steps": steps, "calls": int(calls), "tokens": int(prompt) + int(completion),
+            "dollars": dollars, "output": result.output}
+
+
+def run(runner, ws: Path, *extra: str, events: int = 6) -> tuple[int, int]:
+    """Run for real (mock/schema); the calls it made and their tokens."""
+    result = runner.invoke(cli, ["run", "airline", "--events", str(events), "--workspace", str(ws), *extra])
+    assert result.exit_code in (0, 1), result.output
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        run_id, = conn.execute("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        return conn.execute("SELECT count(*), sum(prompt_tokens + completion_tokens) FROM llm_calls "
+                            "WHERE run_id = ? AND cached = 0", (run_id,)).fetchone()
+
+
+def test_the_estimate_calls_no_model_and_creates_no_workspace(runner, tmp_path, openai_server):
+    ws = tmp_path / "ws"
+    found = estimate(runner, ws, "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{openai_server.base_url}'}}")
+    assert openai_server.requests == []
+    assert not ws.exists()
+    assert found["calls"] > 0 and found["tokens"] > 0
+    assert float(found["dollars"].lstrip("$")) > 0  # gpt-4o-mini has a price
+    assert "a guess from the pipeline and the environment" in found["output"]
+
+
+def test_the_cold_estimate_follows_the_pipelines_shape(runner, tmp_path):
+    ten = estimate(runner, tmp_path / "a", events=10)["steps"]
+    twenty = estimate(runner, tmp_path / "b", events=20)["steps"]
+    assert ten["graph"] == twenty["graph"]  # made once, whatever the number of events
+    for step in ("events", "dialogs", "verdicts"):
+        assert twenty[step]["items"] == 2 * ten[step]["items"] == 20
+        assert twenty[step]["calls"] == pytest.approx(2 * ten[step]["calls"], abs=1)
+    # the policy graph's edge calls: the sum over k < P of ceil(k / block_size), or P(P-1)/2 pairwise
+    policies, flows = rules_in(load_environment(REPO / "environments" / "airline").prompt)
+    for options, edges in ((["--set", "steps.graph.with.block_size=4"], edge_calls(policies, 4)),
+                           ([], edge_calls(policies, 40)),
+                           (["--set", "steps.graph.with.edges=pairwise"], policies * (policies - 1) // 2)):
+        graph = estimate(runner, tmp_path / "c", *options)["steps"]["graph"]
+        assert graph["calls"] == 1 + flows + edges
+    assert edge_calls(41, 40) == 40 and edge_calls(81, 40) == sum(math.ceil(k / 40) for k in range(1, 81))
+    # shorter dialogs cost less
+    short = estimate(runner, tmp_path / "d", "--set", "steps.dialogs.with.max_turns=1")["steps"]["dialogs"]
+    assert short["calls"] < estimate(runner, tmp_path / "e")["steps"]["dialogs"]["calls"]
+
+
+def test_after_a_run_the_estimate_counts_what_is_stored_and_measures_the_rest(runner, tmp_path):
+    ws = tmp_path / "ws"
+    run(runner, ws)
+    again = estimate(runner, ws)
+    assert again["calls"] == 0
+    assert {s: v["reused"] for s, v in again["steps"].items()} == \
+        {"graph": 1, "specs": 1, "events": 6, "dialogs": 6, "verdicts": 6}
+    assert all(v["from"].startswith("run ") for s, v in again["steps"].items())
+
+    # a changed agent: its dialogs and their verdicts again, the graph and the events reused
+    changed = ["--set", "llm.roles.agent={model: mock/schema, temperature: 0.3}"]
+    found = estimate(runner, ws, *changed)
+    assert {s: (v["items"], v["reused"]) for s, v in found["steps"].items()} == \
+        {"graph": (0, 1), "specs": (0, 1), "events": (0, 6), "dialogs": (6, 0), "verdicts": (6, 0)}
+    calls, tokens = run(runner, ws, *changed)
+    assert found["calls"] == pytest.approx(calls, rel=0.25)
+    assert found["tokens"] == pytest.approx(tokens, rel=0.25)
+
+    # more events: the first six are kept, the others made, at the measured cost per item
+    found = estimate(runner, ws, events=18)
+    assert (found["steps"]["events"]["items"], found["steps"]["events"]["reused"]) == (12, 6)
+    calls, tokens = run(runner, ws, events=18)
+    assert found["calls"] == pytest.approx(calls, rel=0.25)
+    assert found["tokens"] == pytest.approx(tokens, rel=0.25)
+
+
+def test_unpriced_models_and_a_budget_too_small_are_said(runner, tmp_path):
+    unpriced = estimate(runner, tmp_path / "a", "--model", "my-local-model",
+                        "--set", "llm.default.base_url=http://127.0.0.1:9/v1")
+    assert unpriced["dollars"] == "unknown (no price for my-local-model)"
+    small = estimate(runner, tmp_path / "b", "--model", "gpt-4o-mini", "--budget", "0.0001")
+    assert "the budget ($0.0001) would stop it at about" in small["output"]
+
+
+def test_an_agent_behind_http_is_not_contacted(runner, tmp_path):
+    found = estimate(runner, tmp_path / "ws", "--agent", "http", "--set", "agent.with.url=http://127.0.0.1:9/turn")
+    # its model is not ours: the dialogs' calls are the simulated user's and the reviewer's only
+    assert found["steps"]["dialogs"]["calls"] < estimate(runner, tmp_path / "b")["steps"]["dialogs"]["calls"]
+
+
+def test_a_providers_limit_per_minute_bounds_the_wall_time():
+    registry = load_registry()
+    env = load_environment(REPO / "environments" / "airline")
+    plan = load_plan(None, registry, overrides=model_overrides("gpt-4o-mini")
+                     + [("llm.tokens_per_minute", 10_000, "test")])
+    found = estimate_plan(plan, env)
+    assert found.wall[0] >= (found.prompt_tokens + found.completion_tokens) / 10_000 * 60

@@ -368,13 +368,17 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
 @click.option("--estimate", is_flag=True, help="Print what the run would cost (per step: items, "
               "model calls, tokens, dollars; a wall-time range) and stop, calling no model and no "
               "agent; refined by the workspace's latest finished run of the same pipeline.")
+@click.option("--progress-every", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True,
+              metavar="SECONDS", help="Without a terminal (a CI log, nohup): a line of progress "
+              "every SECONDS.")
+@click.option("--quiet", is_flag=True, help="Print only the summary: no progress, no table of steps.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
         store_url: str | None, executor: str | None, workers: int | None,
         ray_address: str | None, new_report: bool, settings: tuple[str, ...],
-        fail_under: tuple[str, ...], estimate: bool) -> None:
+        fail_under: tuple[str, ...], estimate: bool, progress_every: float, quiet: bool) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N).
@@ -424,7 +428,8 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
-                                  until=until, new_report=new_report, gates=gates))
+                                  until=until, new_report=new_report, gates=gates,
+                                  progress_every=progress_every, quiet=quiet))
     report = result.report
     if report is None:
         from intellagent.results import summarize

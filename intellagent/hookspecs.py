@@ -270,12 +270,15 @@ def after_item(run: ObservedRun, step: ObservedStep, item: str, status: str, mad
 
 
 @hookspec
-def after_model_call(run: ObservedRun, call: Any) -> None:
+def after_model_call(run: ObservedRun, step: ObservedStep | None, item: str | None, call: Any) -> None:
     """Called when a model call ended (answered, failed, or found in the cache).
 
-    ``run`` is the current run; ``call`` is an :class:`intellagent.events.ModelCall`: stage (the step), role, model, item,
-    cached, attempts, outcome, tokens, cost, when it started and how long it took. Called from
-    the event loop: keep it quick. Every implementation is called; return values are ignored.
+    ``run`` is the current run; ``step`` and ``item`` are the step item the call was made for,
+    as ``before_item`` named it (None for a call made outside any item). ``call`` is an
+    :class:`intellagent.events.ModelCall`: stage (the step), role, model, item (its content
+    key), cached, attempts, outcome, tokens, cost, when it started and how long it took. Called
+    from the event loop: keep it quick. Every implementation is called; return values are
+    ignored.
     """
 
 

@@ -17,6 +17,7 @@ import gc
 import os
 import sys
 import types
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -32,7 +33,7 @@ from intellagent.items import ItemMaker
 from intellagent.llm import LLM
 from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
-from intellagent.progress import Progress
+from intellagent.progress import DEFAULT_EVERY, Progress
 from intellagent.provenance import provenance_of
 from intellagent.registry import Registry, null_hooks
 from intellagent.report import RunInfo, RunReport, build_report, write_reports
@@ -45,6 +46,10 @@ from intellagent.store import HOST, Store
 OPERATIONAL = {"budget_usd", "budget_tokens", "max_concurrency", "requests_per_minute",
                "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "deadline",
                "cache"}
+
+#: The step item the code running now works for (set while the scheduler makes it; inherited by
+#: the tasks it starts): a model call's event names its step and item through it
+_ITEM: ContextVar[tuple[PlannedStep, str] | None] = ContextVar("intellagent_item", default=None)
 
 
 @dataclass
@@ -72,7 +77,8 @@ class Runner:
                  registry: Registry, workspace: Path | None = None, hooks: Any = None,
                  until: str | None = None, progress_stream: Any = None,
                  new_report: bool = False, join: str | None = None, name: str = "",
-                 gates: list[Any] | None = None) -> None:
+                 gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
+                 quiet: bool = False) -> None:
         self.plan = plan
         self.gates = plan.gates if gates is None else gates
         self.join = join  # a worker joining this run (of a sharing executor): no report
@@ -93,7 +99,8 @@ class Runner:
         plan.check_environment(env, names)
         self.steps = [plan.steps[n] for n in names]
         self.seed = plan.spec.seed
-        self.progress = Progress(llm, {s.name: s.statuses.passed for s in self.steps}, progress_stream)
+        self.progress = Progress({s.name: s.statuses.passed for s in self.steps}, progress_stream,
+                                 every=progress_every, quiet=quiet or join is not None)
         self.run_id = ""
         self.owner = ""
         self.handle: RunHandle | None = None
@@ -163,6 +170,7 @@ class Runner:
         try:
             await self._execute()
         finally:
+            self.progress.close()
             self.store.flush()
             await self._close()
         return {"worker": self.name, "pid": os.getpid(), "made": self.items.made if self.items else 0}
@@ -178,6 +186,7 @@ class Runner:
         # where it belongs, by the first copy)
         seed = asyncio.get_running_loop().run_in_executor(None, self.env.prepare)
         seed.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.progress.start()
         try:
             if executor.shares_work:
                 await executor.open(self._shared_run())
@@ -241,8 +250,11 @@ class Runner:
             self.store.flush()
             data = RunData(self.store, self.run_id, self.plan)
             steps = summarize(data)
-            if self.plan.executor.shares_work:  # count every worker's items
-                self.progress.recount(steps)
+            if self.plan.executor.shares_work:  # count every worker's items and calls
+                costs: dict[str, float] = {}
+                for row in self.store.cost_summary(self.run_id, made_here=True):
+                    costs[row["stage"]] = costs.get(row["stage"], 0.0) + (row["cost_usd"] or 0.0)
+                self.progress.recount(steps, costs)
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_exhausted else "done"
             report, paths, info = None, [], {}
@@ -254,11 +266,13 @@ class Runner:
                 info = {"info": report.info.model_dump(mode="json")}
             self.store.set_run_status(self.run_id, status, **info)
         except BaseException as exc:
+            self.progress.close()
             self.store.flush()
             self.store.set_run_status(self.run_id, "failed")
             self.hook.on_run_error(run=self.handle, error=exc)
             raise
         finally:
+            self.progress.close()
             await self._close()
         self.hook.after_run(run=self.handle, report=report)
         return RunResult(self.run_id, report, paths, data)
@@ -290,18 +304,23 @@ class Runner:
         self.progress.expect(step.name, n)
 
     def step_started(self, step: PlannedStep) -> None:
+        self.progress.step_started(step.name)
         self.hook.before_step(run=self.handle, step=step)
 
     def item_started(self, step: PlannedStep, scope: Scope) -> None:
+        _ITEM.set((step, scope.key))
         self.hook.before_item(run=self.handle, step=step, item=scope.key)
 
     def item_done(self, step: PlannedStep, scope: Scope, held: Held) -> None:
-        self.progress.tick(step.name, held.status)
+        _ITEM.set(None)
+        self.progress.tick(step.name, held.status, scope.key)
         self.hook.after_item(run=self.handle, step=step, item=scope.key, status=held.status,
                              made=held.made)
 
     def _model_call(self, call: ModelCall) -> None:
-        self.hook.after_model_call(run=self.handle, call=call)
+        step, item = _ITEM.get() or (None, None)
+        self.progress.call(call, item)
+        self.hook.after_model_call(run=self.handle, step=step, item=item, call=call)
 
     def _inside_item(self, step: PlannedStep, item: str, event: Any) -> None:
         if isinstance(event, AgentTurnDone):
@@ -310,8 +329,10 @@ class Runner:
             self.hook.after_tool_call(run=self.handle, step=step, item=item, call=event)
 
     def step_done(self, step: PlannedStep) -> None:
-        done, not_ok, _ = self.progress.counts[step.name]
-        self.hook.after_step(run=self.handle, step=step, summary={"items": done, "not_ok": not_ok})
+        self.progress.step_done(step.name)
+        figures = self.progress.steps[step.name]
+        self.hook.after_step(run=self.handle, step=step,
+                             summary={"items": figures.done, "not_ok": figures.not_ok})
 
     def _step_error(self, step: PlannedStep, exc: BaseException) -> None:
         self.hook.on_step_error(run=self.handle, step=step, error=exc)
@@ -362,14 +383,16 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    workspace: Path | None = None, model: str | None = None,
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
                    progress_stream: Any = None, new_report: bool = False,
-                   gates: list[Any] | None = None) -> RunResult:
+                   gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
+                   quiet: bool = False) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
-                    new_report=new_report, gates=gates)
+                    new_report=new_report, gates=gates, progress_every=progress_every,
+                    quiet=quiet)
     with batch_collector():
         return await runner.run()
 
@@ -380,6 +403,6 @@ async def join_run(plan: Plan, env: Environment, *, store: Store, registry: Regi
     :func:`intellagent.worker.run_worker`)."""
     llm = LLM(plan.spec.llm, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, until=until,
-                    progress_stream=open(os.devnull, "w"), join=run_id, name=name)
+                    join=run_id, name=name)
     with batch_collector():
         return await runner.join_run()

@@ -371,7 +371,7 @@ def dialog_run(shop, tmp_path, seen):
     observer = types.ModuleType("inside")
     for name in ("before_item", "after_item", "after_model_call", "after_agent_turn", "after_tool_call"):
         args = {"before_item": "run, step, item", "after_item": "run, step, item, status, made",
-                "after_model_call": "run, call", "after_agent_turn": "run, step, item, turn",
+                "after_model_call": "run, step, item, call", "after_agent_turn": "run, step, item, turn",
                 "after_tool_call": "run, step, item, call"}[name]
         namespace: dict = {"seen": seen}
         exec(f"def {name}({args}):\n    seen.append(({name!r}, dict({', '.join(f'{a}={a}' for a in args.split(', '))})))",
@@ -412,6 +412,8 @@ def test_hook_after_model_call(shop, tmp_path):
     calls = [a["call"] for n, a in seen if n == "after_model_call"]
     assert calls and {c.role for c in calls} == {"user"} and {c.stage for c in calls} == {"dialogs"}
     assert all(c.outcome == "ok" and c.model == "mock/schema" and c.started > 0 for c in calls)
+    # the item each call was made for, as before_item named it
+    assert {(a["step"].name, a["item"]) for n, a in seen if n == "after_model_call"} == {("dialogs", "S1")}
 
 
 def test_hook_after_agent_turn(shop, tmp_path):

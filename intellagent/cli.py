@@ -372,13 +372,17 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
               metavar="SECONDS", help="Without a terminal (a CI log, nohup): a line of progress "
               "every SECONDS.")
 @click.option("--quiet", is_flag=True, help="Print only the summary: no progress, no table of steps.")
+@click.option("--otel", default=None, metavar="URL", help="Export traces over OTLP/HTTP to this "
+              "collector (its base URL, e.g. http://localhost:4318; needs intellagent[otel]). "
+              "Also on with OTEL_EXPORTER_OTLP_ENDPOINT.")
 @click.pass_context
 def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
         agent: str | None, model: str | None, seed: int | None, workspace: Path,
         data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
         store_url: str | None, executor: str | None, workers: int | None,
         ray_address: str | None, new_report: bool, settings: tuple[str, ...],
-        fail_under: tuple[str, ...], estimate: bool, progress_every: float, quiet: bool) -> None:
+        fail_under: tuple[str, ...], estimate: bool, progress_every: float, quiet: bool,
+        otel: str | None) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N).
@@ -395,6 +399,8 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     from intellagent.store import open_store
 
     obj: Context = ctx.obj
+    if otel is not None:
+        _check_otel(otel)
     registry = obj.registry
     overrides: list[tuple[str, Any, str]] = []
     if agent is not None:
@@ -429,7 +435,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
                                   until=until, new_report=new_report, gates=gates,
-                                  progress_every=progress_every, quiet=quiet))
+                                  progress_every=progress_every, quiet=quiet, otel=otel))
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -480,6 +486,21 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     for path in result.paths:
         click.echo(f"report: {path}")
     sys.exit(exit_code(report))
+
+
+def _check_otel(url: str) -> None:
+    """``--otel``: an http(s) URL, and the packages that export traces installed."""
+    import importlib.util
+    from urllib.parse import urlparse
+
+    parts = urlparse(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise IntellagentError("expected the collector's OTLP/HTTP base URL, e.g. "
+                               "http://localhost:4318", item=f"--otel {url}")
+    if importlib.util.find_spec("opentelemetry.sdk") is None or \
+            importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
+        raise IntellagentError("traces need the otel extra: pip install 'intellagent[otel]'",
+                               item="--otel")
 
 
 #: The exit codes of ``run`` (README: Gates and exit codes).

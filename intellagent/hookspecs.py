@@ -253,8 +253,9 @@ def on_step_error(run: ObservedRun, step: ObservedStep, error: BaseException) ->
 def before_item(run: ObservedRun, step: ObservedStep, item: str) -> None:
     """Called when one item of a step starts (its inputs are ready).
 
-    ``run`` is the current run; ``step`` the planned step; ``item`` is the item's key in the run (``E0004``, ``""`` for a step that runs once). Every
-    implementation is called; return values are ignored.
+    ``run`` is the current run; ``step`` the planned step; ``item`` the item's key in the run
+    (``E0004``, ``""`` for a step that runs once). Every implementation is called; return values
+    are ignored.
     """
 
 

@@ -62,6 +62,7 @@ class RunHandle:
     seed: int
     workspace: Path | None
     llm: LLM
+    otel: str | None = None  # the OTLP endpoint `--otel` named, for an observer exporting traces
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Runner:
                  until: str | None = None, progress_stream: Any = None,
                  new_report: bool = False, join: str | None = None, name: str = "",
                  gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, otel: str | None = None) -> None:
         self.plan = plan
         self.gates = plan.gates if gates is None else gates
         self.join = join  # a worker joining this run (of a sharing executor): no report
@@ -101,6 +102,7 @@ class Runner:
         self.seed = plan.spec.seed
         self.progress = Progress({s.name: s.statuses.passed for s in self.steps}, progress_stream,
                                  every=progress_every, quiet=quiet or join is not None)
+        self.otel = otel
         self.run_id = ""
         self.owner = ""
         self.handle: RunHandle | None = None
@@ -137,7 +139,8 @@ class Runner:
         self.run_id = run_id
         self.llm.run_id = run_id
         self.owner = owner
-        self.handle = RunHandle(run_id, self.plan, self.env, self.seed, self.workspace, self.llm)
+        self.handle = RunHandle(run_id, self.plan, self.env, self.seed, self.workspace, self.llm,
+                                self.otel)
         self.items = ItemMaker(self.plan, self.env, store=self.store, llm=self.llm, seed=self.seed,
                                run_id=run_id, owner=owner, on_error=self._step_error,
                                agent=self.agent, lineage=self.lineage, offload=self.offload,
@@ -384,7 +387,7 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
                    progress_stream: Any = None, new_report: bool = False,
                    gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
-                   quiet: bool = False) -> RunResult:
+                   quiet: bool = False, otel: str | None = None) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
@@ -392,7 +395,7 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report, gates=gates, progress_every=progress_every,
-                    quiet=quiet)
+                    quiet=quiet, otel=otel)
     with batch_collector():
         return await runner.run()
 

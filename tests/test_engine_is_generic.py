@@ -72,7 +72,7 @@ def test_the_engine_names_no_concept_of_one_pipeline():
 def test_running_the_engine_loads_no_plugin_until_the_registry_does():
     code = ("import sys, intellagent.cli, intellagent.runner, intellagent.plan, intellagent.results; "
             "print(sorted(m for m in sys.modules if m.startswith(('intellagent_plugins', "
-            "'intellagent_environments', 'openai', 'instructor'))))")
+            "'intellagent_environments', 'openai', 'instructor', 'opentelemetry', 'litellm', 'rich'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -11,10 +11,8 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pyte
-import pytest
 
 from intellagent.cli import cli
 from intellagent.environment import load_environment

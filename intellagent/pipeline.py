@@ -40,11 +40,14 @@ class ModelSettings(StrictModel):
     """One model endpoint. Keys come from environment variables only."""
 
     model: str = Field(description="e.g. 'gpt-4o-mini' or 'mock/schema'.")
-    provider: str | None = Field(default=None, description="LLM provider plugin; default 'mock' "
-                                                           "for mock/... models, else 'openai'.")
+    provider: str | None = Field(default=None, description="LLM provider plugin (openai, litellm, "
+                                 "mock, or a plugin's); default 'mock' for mock/... models, else "
+                                 "'openai'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific options "
                                     "(e.g. replies for mock/scripted, function for mock/function).")
-    base_url: str | None = Field(default=None, description="Any OpenAI-compatible endpoint.")
+    base_url: str | None = Field(default=None, description="The endpoint: any OpenAI-compatible "
+                                 "one (provider openai), or the API base LiteLLM posts to "
+                                 "(provider litellm).")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable "
                                                               "holding the API key.")
     temperature: float | None = None

@@ -138,7 +138,8 @@ class Progress:
 
     def step_done(self, step: str) -> None:
         figures = self.steps[step]
-        figures.ended = time.monotonic()
+        if figures.ended is None:  # (its last item may have ended well before its fan-out did)
+            figures.ended = time.monotonic()
         figures.failed_items = set()
         self._show(figures)
 

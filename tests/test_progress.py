@@ -192,6 +192,20 @@ def test_plain_lines_stop_when_the_run_stops():
 
 # -- the figures ---------------------------------------------------------------------------------
 
+def test_a_steps_elapsed_time_ends_with_its_last_item_not_with_its_fan_out():
+    out = io.StringIO()
+    progress = Progress({"events": ["ok"], "dialogs": ["ok"]}, out)
+    progress.expect("events", 2)
+    progress.step_started("events")
+    progress.tick("events", "ok", "E1")
+    progress.tick("events", "ok", "E2")
+    assert "done in 0:00:00" in progress.line()
+    time.sleep(1.1)  # the dialogs of the same fan-out go on
+    progress.step_done("events")  # told when the whole fan-out is done
+    progress.finish()
+    assert table(out.getvalue())["events"][2] == "0:00:00"
+
+
 def test_the_final_table_gives_each_step_its_own_cost(shop, tmp_path):
     registry = load_registry(plugins=[progress_steps.plugin()])
     out = io.StringIO()

@@ -49,7 +49,9 @@ def tool_call_in_text(text: str | None, tool_names: set[str]) -> bool:
         for call in calls:
             if isinstance(call, dict):
                 inner = call.get("function") if isinstance(call.get("function"), dict) else call
-                if inner.get("name") in tool_names and any(k in inner for k in ("arguments", "parameters")):
+                named = inner.get("name")
+                if isinstance(named, str) and named in tool_names and any(
+                        k in inner for k in ("arguments", "parameters")):
                     return True
         at = text.find("{", end)
     return False

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from intellagent.errors import IntellagentError
 from intellagent.metrics import difference
 from intellagent.report import RunInfo, RunReport
+from intellagent.results import finals
 
 
 class ItemChange(BaseModel):
@@ -60,14 +61,7 @@ class Comparison(BaseModel):
 
 
 def _final(data: Any) -> dict[str, str]:
-    domains = data.plan.domains()
-    if not domains:
-        return {}
-    last: dict[str, str] = {}
-    for step in (s.name for s in data.plan.steps.values() if s.domain == domains[0]):
-        for item in data.items(step):
-            last[item.item] = item.status
-    return last
+    return {key: item.status for key, item in finals(data).items()}
 
 
 def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:

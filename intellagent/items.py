@@ -24,6 +24,7 @@ from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
+from intellagent.mutants import MutatedAgent
 from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
 from intellagent.results import adapter, annotation_of
@@ -100,8 +101,12 @@ class ItemMaker:
             return None
         roles = getattr(agent.value, "roles", {}) or {}
         identity = self.agent.identity if self.agent.identity is not None else ["black-box", self.lineage]
-        return [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
-                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}, identity]
+        found = [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
+                 {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}, identity]
+        mutant = self.plan.mutant
+        if mutant is not None:  # a mutant's dialogs are never the agent's own, nor another mutant's
+            found.append(["mutant", mutant.name, getattr(mutant.value, "version", "1")])
+        return found
 
     def static_key(self, step: PlannedStep) -> str:
         """The part of a step's item keys that every item shares."""
@@ -225,16 +230,22 @@ class ItemMaker:
                                                              getattr(agent_cls, "roles", {}) or {}, key,
                                                              parent=ctx.llm, draw=draw))
 
+            mutant = self.plan.mutant
+
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
                 try:
                     agent = agent_cls(config, agent_ctx, known)
+                    agent.setup = self.agent
+                    agent = GuardedAgent(agent)
                 except IntellagentError:
                     raise
                 except Exception as exc:  # a bug in the agent's plugin: this dialog's agent-error
-                    return BrokenAgent(exc)
-                agent.setup = self.agent
-                return GuardedAgent(agent)
+                    agent = BrokenAgent(exc)
+                if mutant is None:
+                    return agent
+                # the harness's fault around the agent, its choices drawn from the item
+                return MutatedAgent(agent, mutant.value(self.env, agent_ctx.rng("mutant", mutant.name)))
 
             ctx._agent = make
         return ctx

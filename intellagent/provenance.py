@@ -30,6 +30,8 @@ class AgentRef(BaseModel):
     identity: str | None = Field(default=None, description="Its version (declared, reported, or "
                                  "its code's hash), 'model' for a model-backed agent, or None for "
                                  "a black box.")
+    mutant: str | None = Field(default=None, description="The fault the harness applied around "
+                               "it (intellagent mutate), or None for the agent itself.")
 
 
 class ModelRef(BaseModel):
@@ -111,8 +113,9 @@ def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Pr
         options = plan.agent_config.model_dump(mode="json") if plan.agent_config is not None else {}
         if isinstance(options.get("url"), str):
             options["url"] = safe_url(options["url"])
+        mutant = getattr(plan, "mutant", None)
         agent_ref = AgentRef(use=plan.agent.name, options=options, endpoint=safe_url(agent.describe) or "",
-                             identity=agent.identity)
+                             identity=agent.identity, mutant=mutant.name if mutant is not None else None)
     models = {}
     for role in sorted(plan.roles):
         s = llm.settings_for(role)

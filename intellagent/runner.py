@@ -123,8 +123,9 @@ class Runner:
         another version makes another run)."""
         spec = self.plan.spec.model_dump(mode="json", by_alias=True, exclude={"executor", "llm"})
         models = self.llm.settings.model_dump(mode="json", exclude=OPERATIONAL)
+        extra = [["mutant", self.plan.mutant.name]] if self.plan.mutant is not None else []
         return content_hash(self.plan.name, spec, models, self.until, self.env.name,
-                            self.env.fingerprint(), self.agent.identity)
+                            self.env.fingerprint(), self.agent.identity, *extra)
 
     def _begin(self, run_id: str, owner: str) -> None:
         self.run_id = run_id
@@ -158,6 +159,8 @@ class Runner:
         config = self.store.run_config(self.join)
         await self._prepare_agent()
         self.agent.identity = (config.get("agent") or {}).get("identity")  # the run's, as it began
+        if config.get("mutant"):  # a mutant run's workers wrap the agent the same way
+            self.plan.mutant = self.registry.resolve("mutant", config["mutant"])
         self.lineage = config.get("lineage") or self.join
         self._begin(self.join, f"{HOST}:{os.getpid()}:{self.join}:{self.name}")
         try:
@@ -229,6 +232,7 @@ class Runner:
             "identity": identity, "resumes": resumed[0] if resumed else None,
             "lineage": resumed_config.get("lineage") or (resumed[0] if resumed else None),
             "agent": {"identity": self.agent.identity, "describe": self.agent.describe},
+            "mutant": self.plan.mutant.name if self.plan.mutant is not None else None,
             "report_folder": self.report_folder or None,
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})

@@ -1,0 +1,40 @@
+"""The HTML report's sections on the test suite itself, each self-contained: what the mutants
+of the agent showed (``intellagent mutate``). Shown only once the run has them."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from intellagent.metrics import Rate
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def mutation_section(report: Any) -> str:
+    found = report.mutation
+    if found is None:
+        return ""
+    parts = ["<section id=mutants><h2>Mutants: does the suite catch a broken agent?</h2>",
+             f"<p><b>{_e(found.summary())}</b>. A mutant wraps the agent with a fault on the "
+             "harness side; it <i>kills</i> an item that passes with the agent and fails with the "
+             "fault. The kill rate's interval is Wilson's 95 %.</p>",
+             "<table><tr><th>mutant</th><th>fault</th><th>killed</th><th>kill rate</th>"
+             "<th>caught by</th><th>metrics that fell</th><th>killed items</th></tr>"]
+    for result in found.mutants.values():
+        rate = Rate.of(len(result.killed), result.n)
+        caught = ", ".join(f"{_e(k)} ×{n}" for k, n in result.caught_by.items()) or "–"
+        fell = ", ".join(f"{_e(k)} {_e(v)}" for k, v in result.metrics.items()) or "–"
+        items = ", ".join(_e(i) for i in result.killed[:50]) + (" …" if len(result.killed) > 50 else "")
+        css = "pass" if result.killed else "fail"
+        parts.append(f"<tr><td class={css}>{_e(result.mutant)}</td><td>{_e(result.description)}</td>"
+                     f"<td class=num>{len(result.killed)}/{result.n}</td><td class=num>{_e(rate.text())}</td>"
+                     f"<td>{caught}</td><td>{fell}</td><td><code>{items}</code></td></tr>")
+    parts.append("</table></section>\n")
+    return "".join(parts)

@@ -14,7 +14,7 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
-                    "compare", "mutate")
+                    "compare", "mutate", "calibrate", "label")
 STORE_OPTION = click.option(
     "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
     "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "

@@ -84,4 +84,78 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     sys.exit(EXIT_UNFINISHED if unfinished else 0)
 
 
-COMMANDS = (mutate,)
+WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+                                show_default=True)
+
+
+@click.command()
+@click.argument("run", default="latest")
+@click.option("--labels", "labels_path", type=click.Path(path_type=Path), required=True,
+              help="People's labels: CSV or JSONL with item, violated (true/false) and the subject "
+                   "column its judges declare (a rule's id), empty for the item's own outcome.")
+@click.option("--by", default="category", show_default=True, help="The score label to group by.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (overall.kappa, "
+              "overall.agreement, overall.n, every group).")
+@WORKSPACE_OPTION
+@STORE_OPTION
+@click.pass_obj
+def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool, workspace: Path,
+              store_url: str | None) -> None:
+    """How RUN's judges agree with people's labels: agreement (95 % Wilson interval), Cohen's
+    kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
+    and per group (a rule's category; the items' own outcomes apart). Kept with the run: its
+    reports are written again with a Judges against people's labels section."""
+    from intellagent.calibration import calibrate as agreement
+    from intellagent.calibration import read_labels, subjects_of
+    from intellagent.report import load_run
+
+    store = _existing_workspace(workspace, store_url)
+    run_id = store.resolve_run(run)
+    plan, _, data = load_run(store, run_id, obj.registry)
+    labels = read_labels(labels_path, set(subjects_of(plan)))
+    found = agreement(data, labels, labels_path, by)
+    store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
+    paths = rewrite_reports(store, run_id, obj, workspace)
+    if as_json:
+        click.echo(found.model_dump_json(indent=1))
+        return
+    click.echo(f"run {run_id}: {found.summary()}")
+    width = max([len(g) for g in found.groups] + [7])
+    for name, group in [("overall", found.overall), *found.groups.items()]:
+        c = group.confusion
+        click.echo(f"  {name:<{width}}  {group.text()}; both violated {c.both}, only the judge "
+                   f"{c.judge_only}, only people {c.people_only}, neither {c.neither}")
+    click.echo(f"  ({found.intervals})")
+    for path in paths:
+        click.echo(f"report: {path}")
+
+
+@click.command()
+@click.argument("run", default="latest")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="The page to write (default: label.html beside the run's report).")
+@click.option("--limit", type=click.IntRange(1, 5000), default=100, show_default=True,
+              help="Items on the page (the run's first).")
+@WORKSPACE_OPTION
+@STORE_OPTION
+@click.pass_obj
+def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
+          store_url: str | None) -> None:
+    """Write a labelling page for RUN: a static HTML file showing each dialog with a question per
+    judgement, the judge's answer hidden until answered; it downloads the answers as a labels
+    file for `intellagent calibrate`."""
+    from intellagent.labelling import label_page
+    from intellagent.report import load_run
+
+    store = _existing_workspace(workspace, store_url)
+    run_id = store.resolve_run(run)
+    _, _, data = load_run(store, run_id, obj.registry)
+    views = [c.value for c in obj.registry.components.get("view", {}).values()]
+    folder = workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
+    path = out or folder / "label.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(label_page(data, views, limit=limit), encoding="utf-8")
+    click.echo(f"labelling page: {path}")
+
+
+COMMANDS = (mutate, calibrate, label)

@@ -1,5 +1,6 @@
 """The HTML report's sections on the test suite itself, each self-contained: what the mutants
-of the agent showed (``intellagent mutate``). Shown only once the run has them."""
+of the agent showed (``intellagent mutate``) and how the judges agree with people's labels
+(``intellagent calibrate``). Shown only once the run has them."""
 
 from __future__ import annotations
 
@@ -36,5 +37,27 @@ def mutation_section(report: Any) -> str:
         parts.append(f"<tr><td class={css}>{_e(result.mutant)}</td><td>{_e(result.description)}</td>"
                      f"<td class=num>{len(result.killed)}/{result.n}</td><td class=num>{_e(rate.text())}</td>"
                      f"<td>{caught}</td><td>{fell}</td><td><code>{items}</code></td></tr>")
+    parts.append("</table></section>\n")
+    return "".join(parts)
+
+
+def calibration_section(report: Any) -> str:
+    found = report.calibration
+    if found is None:
+        return ""
+    parts = ["<section id=calibration><h2>Judges against people's labels</h2>",
+             f"<p>{_e(found.summary())}</p><p class=muted>{_e(found.intervals)}</p>",
+             "<table><tr><th>group</th><th>n</th><th>agreement</th><th>Cohen's κ</th>"
+             "<th>both say violated</th><th>only the judge</th><th>only people</th><th>neither</th></tr>"]
+    for name, group in [("overall", found.overall), *found.groups.items()]:
+        c = group.confusion
+        kappa = "–" if group.kappa is None else (
+            f"{group.kappa:.2f} <span class=muted>[{group.kappa_low:.2f}, {group.kappa_high:.2f}]</span>")
+        agreement = "–" if group.agreement is None else (
+            f"{_pct(group.agreement)} <span class=muted>{_pct(group.agreement_low)}–"
+            f"{_pct(group.agreement_high)}</span>")
+        parts.append(f"<tr><td>{_e(name)}</td><td class=num>{group.n}</td><td class=num>{agreement}</td>"
+                     f"<td class=num>{kappa}</td><td class=num>{c.both}</td><td class=num>{c.judge_only}</td>"
+                     f"<td class=num>{c.people_only}</td><td class=num>{c.neither}</td></tr>")
     parts.append("</table></section>\n")
     return "".join(parts)

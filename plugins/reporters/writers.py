@@ -24,7 +24,7 @@ from intellagent.metrics import Chart, Column, MetricResult
 from intellagent.model import StrictModel
 from intellagent.report import Reporter, RunReport
 from intellagent.results import RunData, RunItem
-from intellagent_plugins.reporters.quality import mutation_section
+from intellagent_plugins.reporters.quality import calibration_section, mutation_section
 
 
 class JsonReporter(Reporter):
@@ -283,7 +283,7 @@ class HtmlReporter(Reporter):
                "counted apart.</p></section>\n")
         for name, result in report.metrics.items():
             yield self._metric(name, result)
-        yield mutation_section(report)
+        yield mutation_section(report) + calibration_section(report)
         yield ("<section id=cost><h2>Tokens and cost</h2><table><tr><th>step</th><th>model</th>"
                "<th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
                "<th>completion tokens</th><th>cost $</th></tr>")

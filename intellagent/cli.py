@@ -644,6 +644,12 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
                + (": " + ", ".join(f"{v}× {k}" for k, v in result.transitions.items()) if result.changes else ""))
     for change in result.changes[:changes]:
         click.echo(f"  {change.item}: {change.a} → {change.b}")
+    if result.replayed:
+        followed = sum(1 for r in result.replayed if r.departed is None)
+        click.echo(f"B replayed A's dialogs: {followed} of {len(result.replayed)} followed the recording to "
+                   "the end; per dialog, where the agent departed and the outcome A → B:")
+        for r in result.replayed[:changes]:
+            click.echo(f"  {r.line()}")
     for delta in result.deltas:
         group = ", ".join(f"{k} {v}" for k, v in delta.group.items())
         click.echo(f"{delta.metric}{' [' + group + ']' if group else ''}: {delta.text()}")

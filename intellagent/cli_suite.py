@@ -158,4 +158,117 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     click.echo(f"labelling page: {path}")
 
 
-COMMANDS = (mutate, calibrate, label)
+def _recorded_environment(registry: Any, config: dict[str, Any], info: Any) -> Any:
+    """The environment a run was made on, as it was: from where the run loaded it (else its
+    registered name and the data and prompt its provenance names), refused when its content
+    has changed since."""
+    from intellagent.environment import load_environment
+    from intellagent.envs import environment_path
+
+    source = config.get("environment_source")
+    provenance = info.provenance
+    if source is None:
+        source = {"path": str(environment_path(registry, info.environment)),
+                  "data": provenance.data.path if provenance and provenance.data else None,
+                  "prompt": provenance.prompt.path if provenance and provenance.prompt else None}
+    env = load_environment(**source)
+    if provenance is not None and env.fingerprint() != provenance.environment_hash:
+        raise IntellagentError(f"the environment of run {info.run_id} ({info.environment}, its data or "
+                               "prompt) has changed since: a replay needs the world its dialogs were "
+                               "recorded in", item="replay")
+    return env
+
+
+def _events_unchanged(recorded: Any, plan: Any) -> None:
+    """A replay takes the recorded run's items before the agent (its events) as they were: the
+    steps up to the first that talks to the agent must be the same in both plans."""
+    talking = [name for name, step in plan.steps.items() if step.uses_agent]
+    after = {name for name in plan.steps if any(t in plan.upstream(name) for t in talking)}
+    if recorded.spec.seed != plan.spec.seed:
+        raise IntellagentError("a replay takes the recorded run's events: it cannot change the seed",
+                               item="--set seed")
+    for name, step in plan.steps.items():
+        if name in after:
+            continue
+        old = recorded.steps.get(name)
+        models = [[plan.spec.llm.for_role(r).model_dump(mode="json"), recorded.spec.llm.for_role(r).model_dump(mode="json")]
+                  for r in sorted(step.roles)]
+        same = old is not None and old.use == step.use and old.version == step.version and \
+            old.spec.model_dump(mode="json") == step.spec.model_dump(mode="json") and all(a == b for a, b in models)
+        if not same:
+            raise IntellagentError(f"a replay takes the recorded run's events: it cannot change step "
+                                   f"'{name}' (only the agent, its models and the steps from "
+                                   f"{', '.join(talking)} on)", item="--set")
+
+
+@click.command()
+@click.argument("run", default="latest")
+@click.option("--agent", default=None, help="The agent to replay the dialogs against (its options "
+              "with --set agent.with.KEY=VALUE; default: the recorded run's).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Set a value of the recorded run's pipeline: the agent, its models, the steps from "
+                   "the dialogs on.")
+@click.option("--text", "text", default="exact", show_default=True,
+              help="How the agent's reply text is compared with the recorded one: exact (after "
+                   "normalising case and white space), fuzzy[:N] (token-sort ratio ≥ N, 90), any "
+                   "(only tool calls compared), or module:function.")
+@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@WORKSPACE_OPTION
+@STORE_OPTION
+@click.pass_obj
+def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...], text: str,
+           no_cache: bool, workspace: Path, store_url: str | None) -> None:
+    """Replay every dialog of RUN against another agent: its pipeline, environment, data, prompt
+    and events are the recorded run's; the recorded user turns are sent as they were while the
+    agent answers as the recorded one did (the same tool calls; the text by --text); at its first
+    other answer the simulated user takes over. Per dialog: the agent's turn of departure and
+    the new verdict; `intellagent compare RUN NEW` shows them too. Exit codes as `run`'s."""
+    import asyncio
+
+    from intellagent.cli import _set_overrides
+    from intellagent.compare import compare
+    from intellagent.plan import plan_from_data
+    from intellagent.replay import Recording, text_matcher
+    from intellagent.report import RunInfo
+    from intellagent.runner import run_plan
+
+    text_matcher(text)  # a matcher that cannot work is refused before anything runs
+    registry = obj.registry
+    store = _existing_workspace(workspace, store_url)
+    run_id = store.resolve_run(run)
+    config = store.run_config(run_id)
+    if not config.get("info"):
+        raise IntellagentError("this run did not finish; run it again to resume, then replay it", item=run_id)
+    info = RunInfo.model_validate(config["info"])
+    source = Path(config.get("source", "pipeline.yaml"))
+    recorded_plan = plan_from_data(config["spec"], source, registry)
+    overrides = ([("agent", {"use": agent}, "--agent")] if agent is not None else []) + _set_overrides(settings)
+    plan = plan_from_data(config["spec"], source, registry, overrides=overrides)
+    if not any(s.uses_agent and getattr(s.plugin, "replays", False) for s in plan.steps.values()):
+        raise IntellagentError(f"no step of pipeline {plan.name} replays a recorded dialog (a step "
+                               "that talks to the agent and declares replays = True, as the dialogue "
+                               "kit's simulated users do)", item="replay")
+    _events_unchanged(recorded_plan, plan)
+    env = _recorded_environment(registry, config, info)
+    recording = Recording(store, run_id, plan, text)
+    result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
+                                  cache=False if no_cache else None, hooks=registry.pm, replay=recording))
+    report = result.report
+    from intellagent.report import load_run
+
+    _, recorded_report, recorded_data = load_run(store, run_id, registry)
+    found = compare((recorded_report, recorded_data), (report, result.data))
+    followed = sum(1 for r in found.replayed if r.departed is None)
+    click.echo(f"replay of run {run_id} as run {result.run_id}: {len(found.replayed)} dialog(s), "
+               f"{followed} followed the recording to the end, {len(found.replayed) - followed} departed")
+    for r in found.replayed:
+        click.echo(f"  {r.line()}")
+    for line in report.headlines():
+        click.echo(f"  {line}")
+    for path in result.paths:
+        click.echo(f"report: {path}")
+    click.echo(f"compare: intellagent compare {run_id} {result.run_id}")
+    sys.exit(exit_code(report))
+
+
+COMMANDS = (mutate, calibrate, label, replay)

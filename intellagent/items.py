@@ -27,6 +27,7 @@ from intellagent.llm import LLM
 from intellagent.mutants import MutatedAgent
 from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
+from intellagent.replay import Recording
 from intellagent.results import adapter, annotation_of
 from intellagent.scheduling import Held, Scope
 from intellagent.steps import DEGRADED, UNFINISHED, Output, Score
@@ -75,7 +76,8 @@ class ItemMaker:
                  on_error: Callable[[PlannedStep, BaseException], None],
                  agent: AgentSetup | None = None, lineage: str = "",
                  offload: Offload | None = None,
-                 observe: Callable[[PlannedStep, str, Any], None] | None = None) -> None:
+                 observe: Callable[[PlannedStep, str, Any], None] | None = None,
+                 recording: Recording | None = None) -> None:
         self.plan = plan
         self.env = env
         self.store = store
@@ -88,6 +90,8 @@ class ItemMaker:
         self.lineage = lineage  # the run a black-box agent's dialogs are reused within
         self.offload = offload
         self.observe = observe  # told of agent turns and tool calls inside an item
+        self.recording = recording  # the run being replayed: its outputs of the agent's steps
+        self._recorded: dict[str, Any] = {}  # item key → the recorded item it replays
         self.made = 0  # items this process computed
         self._static: dict[str, str] = {}
 
@@ -125,6 +129,11 @@ class ItemMaker:
     async def make(self, step: PlannedStep, scope: Scope, inputs: dict[str, Any], hashes: list) -> Held:
         """The item of ``step`` for these inputs: reused from the store, or computed."""
         key = content_hash(self.static_key(step), hashes)
+        recorded = self.recording.find(step.name, scope.key) \
+            if self.recording is not None and step.uses_agent else None
+        if recorded is not None:  # a replay of that recording: never a live item, nor another replay
+            key = content_hash(key, self.recording.fingerprint, recorded.value_hash)
+            self._recorded[key] = recorded
         # --no-cache: every model call and every agent turn again (a step that calls neither is
         # the same computation on the same inputs: its stored item stands)
         reusable = self.llm.cache_enabled or not (step.roles or step.uses_agent)
@@ -134,6 +143,7 @@ class ItemMaker:
             held = await (self._claimed(step, scope, key, inputs, draw, reusable)
                           if step.roles or step.uses_agent
                           else self._compute(step, scope, key, inputs, draw))
+        self._recorded.pop(key, None)
         self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
         return held
 
@@ -224,6 +234,9 @@ class ItemMaker:
                           # name space keeps its draws and its memos
                           _store=self.store, _memo_scope=[step.plugin.name, step.version, {
                               r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
+        recorded = self._recorded.get(key)
+        if recorded is not None:
+            ctx.recorded = self.recording.recorded(step, recorded)
         if step.uses_agent and self.plan.agent is not None:
             agent_cls, config = self.plan.agent.value, self.plan.agent_config
             agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,

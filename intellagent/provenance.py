@@ -55,6 +55,8 @@ class Provenance(BaseModel):
     agent: AgentRef | None = None
     models: dict[str, ModelRef] = Field(default_factory=dict, description="Each role's model.")
     seed: int
+    replays: str | None = Field(default=None, description="The run whose recorded dialogs this "
+                                "one replayed against its agent (intellagent replay).")
 
     def differences(self, other: "Provenance") -> list[str]:
         """One line per field that differs from ``other``'s (``self`` is A, ``other`` B)."""
@@ -103,7 +105,8 @@ def file_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Provenance:
+def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str,
+                  replays: str | None = None) -> Provenance:
     """The provenance of running ``plan`` on ``env`` with the prepared ``agent``."""
     source = getattr(env, "_source", {}) or {}
     refs = {k: FileRef(path=str(Path(source[k]).resolve()), sha256=file_hash(source[k]))
@@ -126,4 +129,4 @@ def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Pr
                       environment_hash=env.fingerprint(), data=refs.get("data"),
                       prompt=refs.get("prompt"), pipeline=plan.name,
                       pipeline_hash=content_hash(spec), agent=agent_ref, models=models,
-                      seed=plan.spec.seed)
+                      seed=plan.spec.seed, replays=replays)

@@ -164,6 +164,8 @@ class Step:
     output: ClassVar[Any] = None
     roles: ClassVar[dict[str, str]] = {}
     uses_agent: ClassVar[bool] = False
+    #: It can replay what it recorded for an item against another agent (``ctx.recorded``).
+    replays: ClassVar[bool] = False
     #: The statuses its items end with (besides the unfinished ones), and what each means.
     statuses: ClassVar[Statuses] = MADE
     #: The scores it gives, by name. A score it gives and does not declare is an error.

@@ -1,6 +1,7 @@
-"""The HTML report's sections on the test suite itself, each self-contained: what the mutants
-of the agent showed (``intellagent mutate``) and how the judges agree with people's labels
-(``intellagent calibrate``). Shown only once the run has them."""
+"""The HTML sections on the test suite itself, each self-contained: what the mutants of the
+agent showed (``intellagent mutate``) and how the judges agree with people's labels
+(``intellagent calibrate``) in a run's report, once the run has them; where a replayed agent
+departed from the recording (``intellagent replay``) in the comparison of the two runs."""
 
 from __future__ import annotations
 
@@ -60,4 +61,20 @@ def calibration_section(report: Any) -> str:
                      f"<td class=num>{kappa}</td><td class=num>{c.both}</td><td class=num>{c.judge_only}</td>"
                      f"<td class=num>{c.people_only}</td><td class=num>{c.neither}</td></tr>")
     parts.append("</table></section>\n")
+    return "".join(parts)
+
+
+def replay_section(comparison: Any) -> str:
+    if not comparison.replayed:
+        return ""
+    followed = sum(1 for r in comparison.replayed if r.departed is None)
+    parts = ["<section id=replayed><h2>Replayed dialogs</h2>",
+             f"<p>B replayed A's dialogs against its agent: {followed} of {len(comparison.replayed)} "
+             "followed the recording to the end; elsewhere the simulated user took over at the "
+             "agent's first other answer.</p><table><tr><th>item</th><th>departed at agent turn</th>"
+             "<th>what differed</th><th>A</th><th>B</th></tr>"]
+    for r in comparison.replayed:
+        parts.append(f"<tr><td>{_e(r.item)}</td><td class=num>{'–' if r.departed is None else r.departed}</td>"
+                     f"<td>{_e(r.why)}</td><td>{_e(r.a)}</td><td>{_e(r.b)}</td></tr>")
+    parts.append("</table></section>")
     return "".join(parts)

@@ -14,7 +14,7 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
-                    "compare")
+                    "compare", "mutate", "calibrate", "label")
 STORE_OPTION = click.option(
     "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
     "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "
@@ -336,35 +336,133 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
                    "pipeline in the workspace makes it a measurement)")
 
 
+RUN_OPTIONS = [
+    click.argument("environment"),
+    click.option("--pipeline", default=None, help="Pipeline: a registered name (see `intellagent "
+                 "plugins`) or a YAML file. Default: intellagent."),
+    click.option("--agent", default=None, help="Agent under test (openai-tools, http, python, ...)."),
+    click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema."),
+    click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it)."),
+    click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+                 show_default=True),
+    click.option("--data", type=click.Path(path_type=Path), default=None,
+                 help="Seed data folder to use instead of the environment's own."),
+    click.option("--prompt", "prompt_file", type=click.Path(path_type=Path), default=None,
+                 help="The agent's prompt file to use instead of the environment's own."),
+    click.option("--budget", type=float, default=None, help="Stop launching model calls past $."),
+    click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses."),
+    STORE_OPTION,
+    click.option("--executor", default=None, help="How items are spread: local (default), processes "
+                 "(one worker per core), ray."),
+    click.option("--workers", type=int, default=None, help="Workers of the processes or ray executor."),
+    click.option("--ray-address", default=None, help="The Ray cluster: auto or ray://HOST:PORT "
+                 "(implies --executor ray)."),
+    click.option("--new-report", is_flag=True, help="Write the report into a folder of its own even "
+                 "when this run resumes an unfinished one (which otherwise rewrites that run's)."),
+    click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+                 help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o."),
+    click.option("--fail-under", "fail_under", multiple=True, metavar="PATH=NUMBER",
+                 help="A gate: exit 1 when the metric PATH (success, by-category.authentication) is "
+                      "under NUMBER. Repeatable; adds to the pipeline's gates."),
+]
+
+
+def run_options(command: Any) -> Any:
+    """The options of ``run`` (its pipeline's ``params:`` too), for the commands that run a
+    pipeline the same way (``mutate``)."""
+    for option in reversed(RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+class RunInputs:
+    """What a command running a pipeline read from its options: the plan (made afresh by
+    :meth:`plan`, so each run of a command has its own), the gates, the environment, the store."""
+
+    def __init__(self, ctx: click.Context, options: dict[str, Any]) -> None:
+        from intellagent.environment import load_environment
+        from intellagent.envs import environment_path
+        from intellagent.plan import model_overrides
+
+        self.options = options
+        self.registry: Registry = ctx.obj.registry
+        self.params = _extra_params(ctx.args)
+        o = options
+        overrides: list[tuple[str, Any, str]] = []
+        if o["agent"] is not None:
+            overrides.append(("agent", {"use": o["agent"]}, "--agent"))
+        if o["seed"] is not None:
+            overrides.append(("seed", o["seed"], "--seed"))
+        if o["budget"] is not None:
+            overrides.append(("llm.budget_usd", o["budget"], "--budget"))
+        if o["executor"] is not None or o["ray_address"] is not None:
+            overrides.append(("executor", {"use": o["executor"] or "ray"}, "--executor"))
+        if o["ray_address"] is not None:
+            overrides.append(("executor.with.address", o["ray_address"], "--ray-address"))
+        if o["workers"] is not None:
+            overrides.append(("executor.with.workers", o["workers"], "--workers"))
+        if o["model"] is not None:  # before --set, so --set llm.roles.agent.model=... wins over it
+            overrides += model_overrides(o["model"])
+        overrides += _set_overrides(o["settings"])  # after --agent, so --set agent.with.x=... refines it
+        self.overrides = overrides
+        plan = self.plan()
+        self.gates = self._gates(plan)
+        self.env = load_environment(environment_path(self.registry, o["environment"]), data=o["data"],
+                                    prompt=o["prompt_file"])
+        _check_env(self.env, one_line=True)
+        self.workspace: Path = o["workspace"]
+        self._store_default = plan.spec.store
+        self._store: Any = None
+
+    @property
+    def store(self) -> Any:
+        """The store (opened, and a workspace made, only when a command runs)."""
+        from intellagent.store import open_store
+
+        if self._store is None:
+            self._store = open_store(self.workspace, self.options["store_url"], self._store_default)
+        return self._store
+
+    def plan(self) -> Any:
+        from intellagent.plan import load_plan
+
+        return load_plan(self.options["pipeline"], self.registry, overrides=self.overrides,
+                         params=self.params)
+
+    def _gates(self, plan: Any) -> list[Any]:
+        from intellagent.gates import fail_under as fail_under_gate
+        from intellagent.gates import unknown_gate_metric
+
+        gates = list(plan.gates)
+        for text in self.options["fail_under"]:
+            gate = fail_under_gate(text)
+            problem = unknown_gate_metric(gate, plan.metrics)
+            if problem:
+                raise IntellagentError(problem, item=f"--fail-under {text}")
+            gates.append(gate)
+        return gates
+
+    def run(self, plan: Any, *, until: str | None = None, progress_stream: Any = None) -> Any:
+        """Run ``plan`` (one of :meth:`plan`'s) with the options given."""
+        import asyncio
+
+        from intellagent.progress import DEFAULT_EVERY
+        from intellagent.runner import run_plan
+
+        return asyncio.run(run_plan(plan, self.env, store=self.store, registry=self.registry,
+                                    workspace=self.workspace,
+                                    cache=False if self.options["no_cache"] else None,
+                                    hooks=self.registry.pm, until=until,
+                                    new_report=self.options["new_report"], gates=self.gates,
+                                    progress_stream=progress_stream,
+                                    progress_every=self.options.get("progress_every", DEFAULT_EVERY),
+                                    quiet=self.options.get("quiet", False),
+                                    otel=self.options.get("otel")))
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.argument("environment")
-@click.option("--pipeline", default=None, help="Pipeline: a registered name (see `intellagent "
-              "plugins`) or a YAML file. Default: intellagent.")
+@run_options
 @click.option("--until", default=None, help="Stop after this step (and the steps it needs); no report.")
-@click.option("--agent", default=None, help="Agent under test (openai-tools, http, python, ...).")
-@click.option("--model", default=None, help="Model for every role, e.g. gpt-4o-mini or mock/schema.")
-@click.option("--seed", type=int, default=None, help="Run seed (every random choice follows it).")
-@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
-              show_default=True)
-@click.option("--data", type=click.Path(path_type=Path), default=None,
-              help="Seed data folder to use instead of the environment's own.")
-@click.option("--prompt", "prompt_file", type=click.Path(path_type=Path), default=None,
-              help="The agent's prompt file to use instead of the environment's own.")
-@click.option("--budget", type=float, default=None, help="Stop launching model calls past $.")
-@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
-@STORE_OPTION
-@click.option("--executor", default=None, help="How items are spread: local (default), processes "
-              "(one worker per core), ray.")
-@click.option("--workers", type=int, default=None, help="Workers of the processes or ray executor.")
-@click.option("--ray-address", default=None, help="The Ray cluster: auto or ray://HOST:PORT "
-              "(implies --executor ray).")
-@click.option("--new-report", is_flag=True, help="Write the report into a folder of its own even "
-              "when this run resumes an unfinished one (which otherwise rewrites that run's).")
-@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
-              help="Set any value of the pipeline, e.g. --set llm.roles.agent.model=gpt-4o.")
-@click.option("--fail-under", "fail_under", multiple=True, metavar="PATH=NUMBER",
-              help="A gate: exit 1 when the metric PATH (success, by-category.authentication) is "
-                   "under NUMBER. Repeatable; adds to the pipeline's gates.")
 @click.option("--estimate", is_flag=True, help="Print what the run would cost (per step: items, "
               "model calls, tokens, dollars; a wall-time range) and stop, calling no model and no "
               "agent; refined by the workspace's latest finished run of the same pipeline.")
@@ -376,66 +474,21 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
               "collector (its base URL, e.g. http://localhost:4318; needs intellagent[otel]). "
               "Also on with OTEL_EXPORTER_OTLP_ENDPOINT.")
 @click.pass_context
-def run(ctx: click.Context, environment: str, pipeline: str | None, until: str | None,
-        agent: str | None, model: str | None, seed: int | None, workspace: Path,
-        data: Path | None, prompt_file: Path | None, budget: float | None, no_cache: bool,
-        store_url: str | None, executor: str | None, workers: int | None,
-        ray_address: str | None, new_report: bool, settings: tuple[str, ...],
-        fail_under: tuple[str, ...], estimate: bool, progress_every: float, quiet: bool,
-        otel: str | None) -> None:
+def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -> None:
     """Run a pipeline on ENVIRONMENT and write its reports; prints their paths. Running the
     same command again resumes: finished items are reused, no model call is repeated. Options
     a pipeline declares under `params:` are accepted too (the intellagent pipeline: --events N).
     Exit codes: 0 every gate held, 1 a gate failed, 2 bad input, 3 the run could not finish
     (items left with infra errors, the budget spent)."""
-    import asyncio
-
-    from intellagent.environment import load_environment
-    from intellagent.envs import environment_path
-    from intellagent.gates import fail_under as fail_under_gate
-    from intellagent.gates import unknown_gate_metric
-    from intellagent.plan import load_plan, model_overrides
-    from intellagent.runner import run_plan
-    from intellagent.store import open_store
-
-    obj: Context = ctx.obj
-    if otel is not None:
-        _check_otel(otel)
-    registry = obj.registry
-    overrides: list[tuple[str, Any, str]] = []
-    if agent is not None:
-        overrides.append(("agent", {"use": agent}, "--agent"))
-    if seed is not None:
-        overrides.append(("seed", seed, "--seed"))
-    if budget is not None:
-        overrides.append(("llm.budget_usd", budget, "--budget"))
-    if executor is not None or ray_address is not None:
-        overrides.append(("executor", {"use": executor or "ray"}, "--executor"))
-    if ray_address is not None:
-        overrides.append(("executor.with.address", ray_address, "--ray-address"))
-    if workers is not None:
-        overrides.append(("executor.with.workers", workers, "--workers"))
-    if model is not None:  # before --set, so --set llm.roles.agent.model=... wins over it
-        overrides += model_overrides(model)
-    overrides += _set_overrides(settings)  # after --agent, so --set agent.with.x=... refines it
-    plan = load_plan(pipeline, registry, overrides=overrides, params=_extra_params(ctx.args))
-    gates = list(plan.gates)
-    for text in fail_under:
-        gate = fail_under_gate(text)
-        problem = unknown_gate_metric(gate, plan.metrics)
-        if problem:
-            raise IntellagentError(problem, item=f"--fail-under {text}")
-        gates.append(gate)
-    env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
-    _check_env(env, one_line=True)
+    if options["otel"] is not None:
+        _check_otel(options["otel"])
+    inputs = RunInputs(ctx, options)
+    plan = inputs.plan()
     if estimate:
-        _print_estimate(plan, env, workspace, store_url, until, cache=not no_cache)
+        _print_estimate(plan, inputs.env, inputs.workspace, options["store_url"], until,
+                        cache=not options["no_cache"])
         return
-    store = open_store(workspace, store_url, plan.spec.store)
-    result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
-                                  cache=False if no_cache else None, hooks=registry.pm,
-                                  until=until, new_report=new_report, gates=gates,
-                                  progress_every=progress_every, quiet=quiet, otel=otel))
+    result = inputs.run(plan, until=until)
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -619,6 +672,12 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
                + (": " + ", ".join(f"{v}× {k}" for k, v in result.transitions.items()) if result.changes else ""))
     for change in result.changes[:changes]:
         click.echo(f"  {change.item}: {change.a} → {change.b}")
+    if result.replayed:
+        followed = sum(1 for r in result.replayed if r.departed is None)
+        click.echo(f"B replayed A's dialogs: {followed} of {len(result.replayed)} followed the recording to "
+                   "the end; per dialog, where the agent departed and the outcome A → B:")
+        for r in result.replayed[:changes]:
+            click.echo(f"  {r.line()}")
     for delta in result.deltas:
         group = ", ".join(f"{k} {v}" for k, v in delta.group.items())
         click.echo(f"{delta.metric}{' [' + group + ']' if group else ''}: {delta.text()}")
@@ -700,6 +759,17 @@ def _existing_workspace(workspace: Path, url: str | None = None) -> Any:
     if not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
     return Store.for_workspace(workspace)
+
+
+def _add_suite_commands() -> None:
+    """The commands that test the tests live in their own module (:mod:`intellagent.cli_suite`)."""
+    from intellagent.cli_suite import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_add_suite_commands()
 
 
 def main() -> None:

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from intellagent.errors import IntellagentError
 from intellagent.metrics import difference
 from intellagent.report import RunInfo, RunReport
+from intellagent.replay import REPLAY_SCORE
+from intellagent.results import finals
 
 
 class ItemChange(BaseModel):
@@ -47,6 +49,23 @@ class RateDelta(BaseModel):
                 f"[{self.low * 100:+.0f}, {self.high * 100:+.0f}]")
 
 
+class ReplayedItem(BaseModel):
+    """An item of a replay (B) of run A: where its agent departed from A's recording, and how
+    the item ended in each run."""
+
+    item: str
+    departed: int | None = Field(default=None, description="The agent's turn it departed at; None: "
+                                 "it followed the recording to the end.")
+    why: str = ""
+    a: str = ""
+    b: str = ""
+
+    def line(self) -> str:
+        where = "followed the recording to the end" if self.departed is None else \
+            f"departed at agent turn {self.departed} ({self.why})"
+        return f"{self.item}: {where}; {self.a or '–'} → {self.b or '–'}"
+
+
 class Comparison(BaseModel):
     a: RunInfo
     b: RunInfo
@@ -57,17 +76,13 @@ class Comparison(BaseModel):
     changes: list[ItemChange] = Field(default_factory=list)
     transitions: dict[str, int] = Field(default_factory=dict)
     deltas: list[RateDelta] = Field(default_factory=list)
+    replayed: list[ReplayedItem] = Field(default_factory=list, description="When B replayed A's "
+                                         "dialogs (intellagent replay): each item's departure and "
+                                         "outcomes.")
 
 
 def _final(data: Any) -> dict[str, str]:
-    domains = data.plan.domains()
-    if not domains:
-        return {}
-    last: dict[str, str] = {}
-    for step in (s.name for s in data.plan.steps.values() if s.domain == domains[0]):
-        for item in data.items(step):
-            last[item.item] = item.status
-    return last
+    return {key: item.status for key, item in finals(data).items()}
 
 
 def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
@@ -114,5 +129,11 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
                 deltas.append(RateDelta(metric=name, title=mb.title, column=column.key, better=column.better,
                                         group=dict(zip(labels, group)), a=ra, b=rb,
                                         **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
+    replayed = []
+    if pb is not None and pb.replays == report_a.info.run_id:
+        for item, score in data_b.scores(REPLAY_SCORE):
+            replayed.append(ReplayedItem(item=item.item, departed=None if score.value is None else int(score.value),
+                                         why=score.note, a=final_a.get(item.item, ""),
+                                         b=final_b.get(item.item, "")))
     return Comparison(a=report_a.info, b=report_b.info, differences=differences, shared=shared, changes=changes,
-                      transitions=dict(transitions.most_common()), deltas=deltas)
+                      transitions=dict(transitions.most_common()), deltas=deltas, replayed=replayed)

@@ -97,6 +97,9 @@ class StepContext:
     step: str
     offload: Offload | None = field(repr=False, default=None)  # threads for blocking calls
     observe: Observe | None = field(repr=False, default=None)  # told of agent turns, tool calls
+    #: In a replay (``intellagent replay``), what this step recorded for this item in the replayed
+    #: run (:class:`intellagent.replay.Recorded`); None otherwise.
+    recorded: Any = field(repr=False, default=None)
     _store: Store = field(repr=False, default=None)  # type: ignore[assignment]
     _agent: Callable[..., Any] | None = field(repr=False, default=None)
     _memo_scope: Any = field(repr=False, default=None)

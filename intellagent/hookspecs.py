@@ -137,6 +137,18 @@ def register_agents(register: Register) -> None:
 
 
 @hookspec
+def register_mutants(register: Register) -> None:
+    """Register mutants: faults the harness applies around any agent under test, so that
+    ``intellagent mutate`` shows which broken agents a test suite catches.
+
+    ``register`` is the callback: call ``register(cls)`` (or ``register(name, cls)``) with a
+    subclass of :class:`intellagent.mutants.Mutant`; its ``name`` is what ``--mutants`` calls it.
+    One instance wraps each conversation's agent; it may change the agent's turns (its replies)
+    and the tool calls the harness runs for it. Every implementation is called; returns nothing.
+    """
+
+
+@hookspec
 def register_llm_providers(register: Register) -> None:
     """Register model providers, addressed by a model-name prefix (``mock/``, ``openai/``, …).
 

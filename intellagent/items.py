@@ -24,8 +24,10 @@ from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
+from intellagent.mutants import MutatedAgent
 from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
+from intellagent.replay import Recording
 from intellagent.results import adapter, annotation_of
 from intellagent.scheduling import Held, Scope
 from intellagent.steps import DEGRADED, UNFINISHED, Output, Score
@@ -74,7 +76,8 @@ class ItemMaker:
                  on_error: Callable[[PlannedStep, BaseException], None],
                  agent: AgentSetup | None = None, lineage: str = "",
                  offload: Offload | None = None,
-                 observe: Callable[[PlannedStep, str, Any], None] | None = None) -> None:
+                 observe: Callable[[PlannedStep, str, Any], None] | None = None,
+                 recording: Recording | None = None) -> None:
         self.plan = plan
         self.env = env
         self.store = store
@@ -87,6 +90,8 @@ class ItemMaker:
         self.lineage = lineage  # the run a black-box agent's dialogs are reused within
         self.offload = offload
         self.observe = observe  # told of agent turns and tool calls inside an item
+        self.recording = recording  # the run being replayed: its outputs of the agent's steps
+        self._recorded: dict[str, Any] = {}  # item key → the recorded item it replays
         self.made = 0  # items this process computed
         self._static: dict[str, str] = {}
 
@@ -100,8 +105,12 @@ class ItemMaker:
             return None
         roles = getattr(agent.value, "roles", {}) or {}
         identity = self.agent.identity if self.agent.identity is not None else ["black-box", self.lineage]
-        return [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
-                {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}, identity]
+        found = [agent.name, self.plan.agent_config.model_dump(mode="json") if self.plan.agent_config else None,
+                 {r: self.llm.settings_for(r).fingerprint() for r in sorted(roles)}, identity]
+        mutant = self.plan.mutant
+        if mutant is not None:  # a mutant's dialogs are never the agent's own, nor another mutant's
+            found.append(["mutant", mutant.name, getattr(mutant.value, "version", "1")])
+        return found
 
     def static_key(self, step: PlannedStep) -> str:
         """The part of a step's item keys that every item shares."""
@@ -120,6 +129,11 @@ class ItemMaker:
     async def make(self, step: PlannedStep, scope: Scope, inputs: dict[str, Any], hashes: list) -> Held:
         """The item of ``step`` for these inputs: reused from the store, or computed."""
         key = content_hash(self.static_key(step), hashes)
+        recorded = self.recording.find(step.name, scope.key) \
+            if self.recording is not None and step.uses_agent else None
+        if recorded is not None:  # a replay of that recording: never a live item, nor another replay
+            key = content_hash(key, self.recording.fingerprint, recorded.value_hash)
+            self._recorded[key] = recorded
         # --no-cache: every model call and every agent turn again (a step that calls neither is
         # the same computation on the same inputs: its stored item stands)
         reusable = self.llm.cache_enabled or not (step.roles or step.uses_agent)
@@ -129,6 +143,7 @@ class ItemMaker:
             held = await (self._claimed(step, scope, key, inputs, draw, reusable)
                           if step.roles or step.uses_agent
                           else self._compute(step, scope, key, inputs, draw))
+        self._recorded.pop(key, None)
         self.store.record_run_item(self.run_id, step.name, scope.key, scope.pos, key, held.status)
         return held
 
@@ -219,22 +234,31 @@ class ItemMaker:
                           # name space keeps its draws and its memos
                           _store=self.store, _memo_scope=[step.plugin.name, step.version, {
                               r: self.llm.settings_for(r).fingerprint() for r in sorted(step.roles)}])
+        recorded = self._recorded.get(key)
+        if recorded is not None:
+            ctx.recorded = self.recording.recorded(step, recorded)
         if step.uses_agent and self.plan.agent is not None:
             agent_cls, config = self.plan.agent.value, self.plan.agent_config
             agent_ctx = dataclasses.replace(ctx, llm=StepLLM(self.llm, step.name,
                                                              getattr(agent_cls, "roles", {}) or {}, key,
                                                              parent=ctx.llm, draw=draw))
 
+            mutant = self.plan.mutant
+
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
                 try:
                     agent = agent_cls(config, agent_ctx, known)
+                    agent.setup = self.agent
+                    agent = GuardedAgent(agent)
                 except IntellagentError:
                     raise
                 except Exception as exc:  # a bug in the agent's plugin: this dialog's agent-error
-                    return BrokenAgent(exc)
-                agent.setup = self.agent
-                return GuardedAgent(agent)
+                    agent = BrokenAgent(exc)
+                if mutant is None:
+                    return agent
+                # the harness's fault around the agent, its choices drawn from the item
+                return MutatedAgent(agent, mutant.value(self.env, agent_ctx.rng("mutant", mutant.name)))
 
             ctx._agent = make
         return ctx

@@ -141,6 +141,7 @@ class Plan:
     steps: dict[str, PlannedStep]  # in execution order
     agent: Component | None = None
     agent_config: Any = None
+    mutant: Component | None = None  # a fault around the agent (``intellagent mutate`` sets it)
     metrics: dict[str, Any] = field(default_factory=dict)  # name → configured metric
     reporters: list[Any] = field(default_factory=list)
     gates: list[Gate] = field(default_factory=list)

@@ -30,6 +30,8 @@ class AgentRef(BaseModel):
     identity: str | None = Field(default=None, description="Its version (declared, reported, or "
                                  "its code's hash), 'model' for a model-backed agent, or None for "
                                  "a black box.")
+    mutant: str | None = Field(default=None, description="The fault the harness applied around "
+                               "it (intellagent mutate), or None for the agent itself.")
 
 
 class ModelRef(BaseModel):
@@ -53,6 +55,8 @@ class Provenance(BaseModel):
     agent: AgentRef | None = None
     models: dict[str, ModelRef] = Field(default_factory=dict, description="Each role's model.")
     seed: int
+    replays: str | None = Field(default=None, description="The run whose recorded dialogs this "
+                                "one replayed against its agent (intellagent replay).")
 
     def differences(self, other: "Provenance") -> list[str]:
         """One line per field that differs from ``other``'s (``self`` is A, ``other`` B)."""
@@ -101,7 +105,8 @@ def file_hash(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Provenance:
+def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str,
+                  replays: str | None = None) -> Provenance:
     """The provenance of running ``plan`` on ``env`` with the prepared ``agent``."""
     source = getattr(env, "_source", {}) or {}
     refs = {k: FileRef(path=str(Path(source[k]).resolve()), sha256=file_hash(source[k]))
@@ -111,8 +116,9 @@ def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Pr
         options = plan.agent_config.model_dump(mode="json") if plan.agent_config is not None else {}
         if isinstance(options.get("url"), str):
             options["url"] = safe_url(options["url"])
+        mutant = getattr(plan, "mutant", None)
         agent_ref = AgentRef(use=plan.agent.name, options=options, endpoint=safe_url(agent.describe) or "",
-                             identity=agent.identity)
+                             identity=agent.identity, mutant=mutant.name if mutant is not None else None)
     models = {}
     for role in sorted(plan.roles):
         s = llm.settings_for(role)
@@ -123,4 +129,4 @@ def provenance_of(plan: Any, env: Any, llm: Any, agent: Any, version: str) -> Pr
                       environment_hash=env.fingerprint(), data=refs.get("data"),
                       prompt=refs.get("prompt"), pipeline=plan.name,
                       pipeline_hash=content_hash(spec), agent=agent_ref, models=models,
-                      seed=plan.spec.seed)
+                      seed=plan.spec.seed, replays=replays)

@@ -23,6 +23,7 @@ KINDS: dict[str, str] = {
     "environment": "register_environments",
     "stage": "register_stages",
     "agent": "register_agents",
+    "mutant": "register_mutants",
     "llm-provider": "register_llm_providers",
     "executor": "register_executors",
     "env-template": "register_env_templates",

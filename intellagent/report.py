@@ -12,10 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.calibration import CalibrationReport
 from intellagent.errors import IntellagentError
 from intellagent.gates import Gate, GateResult, evaluate
 from intellagent.metrics import MetricResult
 from intellagent.model import StrictModel
+from intellagent.mutation import MutationReport
 from intellagent.plan import plan_from_data
 from intellagent.provenance import Provenance
 from intellagent.results import RunData, StepSummary, outcomes, summarize
@@ -79,6 +81,11 @@ class RunReport(BaseModel):
     cost: list[dict[str, Any]] = Field(default_factory=list)
     gates: list[GateResult] = Field(default_factory=list, description="Each gate, its value and "
                                     "whether it held.")
+    mutation: MutationReport | None = Field(default=None, description="What `intellagent mutate` "
+                                            "found: the items each mutant of the agent killed.")
+    calibration: CalibrationReport | None = Field(default=None, description="How the run's "
+                                                  "judges agree with people's labels (`intellagent "
+                                                  "calibrate`), once there are labels.")
 
     @property
     def unfinished(self) -> int:
@@ -101,9 +108,11 @@ def build_report(plan: Any, data: Any, info: RunInfo, store: Any,
     metrics = {name: metric.compute(data) for name, metric in plan.metrics.items()}
     for name, result in metrics.items():
         result.name = name
+    found = store.run_config(info.run_id)  # what was learnt about the run since: mutants, labels
     return RunReport(info=info, steps=steps if steps is not None else summarize(data),
                      outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(info.run_id),
-                     gates=evaluate(plan.gates if gates is None else gates, metrics))
+                     gates=evaluate(plan.gates if gates is None else gates, metrics),
+                     mutation=found.get("mutation"), calibration=found.get("calibration"))
 
 
 def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, Any]:

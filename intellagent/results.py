@@ -117,17 +117,31 @@ def summarize(data: RunData) -> list[StepSummary]:
     return out
 
 
-def outcomes(data: RunData) -> dict[str, int]:
-    """Each item of the first fan-out with the status of the last step it reached."""
+def finals(data: RunData) -> dict[str, RunItem]:
+    """Each item of the first fan-out at the last step it reached (its outcome)."""
     domains = data.plan.domains()
     if not domains:
         return {}
-    steps = [s.name for s in data.plan.steps.values() if s.domain == domains[0]]
-    last: dict[str, str] = {}
-    for name in steps:  # execution order: a later step's status overrides
-        for item in data.items(name):
-            last[item.item] = item.status
+    last: dict[str, RunItem] = {}
+    for name in (s.name for s in data.plan.steps.values() if s.domain == domains[0]):
+        for item in data.items(name):  # execution order: a later step's item overrides
+            last[item.item] = item
+    return last
+
+
+def judged(plan: Plan, item: RunItem) -> str:
+    """How an item's status counts, as its step declares it: ``passed``, ``failed``, ``other``,
+    or ``unfinished`` (it could not finish, or a status the step does not declare)."""
+    statuses = plan.steps[item.step].statuses
+    for kind in ("passed", "failed", "other"):
+        if item.status in getattr(statuses, kind):
+            return kind
+    return "unfinished"
+
+
+def outcomes(data: RunData) -> dict[str, int]:
+    """Each item of the first fan-out with the status of the last step it reached."""
     counts: dict[str, int] = {}
-    for status in last.values():
-        counts[status] = counts.get(status, 0) + 1
+    for item in finals(data).values():
+        counts[item.status] = counts.get(item.status, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

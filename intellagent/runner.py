@@ -36,6 +36,7 @@ from intellagent.plan import Plan, PlannedStep
 from intellagent.progress import DEFAULT_EVERY, Progress
 from intellagent.provenance import provenance_of
 from intellagent.registry import Registry, null_hooks
+from intellagent.replay import Recording
 from intellagent.report import RunInfo, RunReport, build_report, write_reports
 from intellagent.results import RunData, summarize
 from intellagent.scheduling import Held, Scheduler, Scope
@@ -79,8 +80,10 @@ class Runner:
                  until: str | None = None, progress_stream: Any = None,
                  new_report: bool = False, join: str | None = None, name: str = "",
                  gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
-                 quiet: bool = False, otel: str | None = None) -> None:
+                 quiet: bool = False, otel: str | None = None,
+                 replay: Recording | None = None) -> None:
         self.plan = plan
+        self.replay = replay  # the run whose recorded dialogs this one replays
         self.gates = plan.gates if gates is None else gates
         self.join = join  # a worker joining this run (of a sharing executor): no report
         self.name = name
@@ -132,8 +135,11 @@ class Runner:
         another version makes another run)."""
         spec = self.plan.spec.model_dump(mode="json", by_alias=True, exclude={"executor", "llm"})
         models = self.llm.settings.model_dump(mode="json", exclude=OPERATIONAL)
+        extra = [["mutant", self.plan.mutant.name]] if self.plan.mutant is not None else []
+        if self.replay is not None:
+            extra.append(self.replay.fingerprint)
         return content_hash(self.plan.name, spec, models, self.until, self.env.name,
-                            self.env.fingerprint(), self.agent.identity)
+                            self.env.fingerprint(), self.agent.identity, *extra)
 
     def _begin(self, run_id: str, owner: str) -> None:
         self.run_id = run_id
@@ -144,7 +150,7 @@ class Runner:
         self.items = ItemMaker(self.plan, self.env, store=self.store, llm=self.llm, seed=self.seed,
                                run_id=run_id, owner=owner, on_error=self._step_error,
                                agent=self.agent, lineage=self.lineage, offload=self.offload,
-                               observe=self._inside_item)
+                               observe=self._inside_item, recording=self.replay)
         self.llm.watchers.append(self._model_call)
 
     def _shared_run(self) -> SharedRun:
@@ -168,6 +174,10 @@ class Runner:
         config = self.store.run_config(self.join)
         await self._prepare_agent()
         self.agent.identity = (config.get("agent") or {}).get("identity")  # the run's, as it began
+        if config.get("mutant"):  # a mutant run's workers wrap the agent the same way
+            self.plan.mutant = self.registry.resolve("mutant", config["mutant"])
+        if config.get("replays"):  # a replay's workers replay the same recording
+            self.replay = Recording(self.store, config["replays"], self.plan, config.get("replay_text", "exact"))
         self.lineage = config.get("lineage") or self.join
         self._begin(self.join, f"{HOST}:{os.getpid()}:{self.join}:{self.name}")
         try:
@@ -241,6 +251,11 @@ class Runner:
             "identity": identity, "resumes": resumed[0] if resumed else None,
             "lineage": resumed_config.get("lineage") or (resumed[0] if resumed else None),
             "agent": {"identity": self.agent.identity, "describe": self.agent.describe},
+            "mutant": self.plan.mutant.name if self.plan.mutant is not None else None,
+            "replays": self.replay.run_id if self.replay is not None else None,
+            "replay_text": self.replay.text if self.replay is not None else None,
+            "environment_source": {k: str(Path(v).resolve()) if v else None
+                                   for k, v in (self.env._source or {"path": str(self.env.path)}).items()},
             "report_folder": self.report_folder or None,
             "spec": spec.model_dump(mode="json", by_alias=True) | {
                 "llm": self.llm.settings.model_dump(mode="json")}})
@@ -298,7 +313,8 @@ class Runner:
                        models={r: self.llm.settings_for(r).model for r in sorted(plan.roles)},
                        structured=self.llm.structured_modes(sorted(plan.roles)),
                        seed=self.seed, status=status,
-                       provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__),
+                       provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__,
+                                                replays=self.replay.run_id if self.replay else None),
                        reused=reused, budget_left=self.llm.budget_left())
 
     # -- what the scheduler tells (progress and the observer hooks) ------------------------
@@ -387,7 +403,8 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    cache: bool | None = None, hooks: Any = None, until: str | None = None,
                    progress_stream: Any = None, new_report: bool = False,
                    gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
-                   quiet: bool = False, otel: str | None = None) -> RunResult:
+                   quiet: bool = False, otel: str | None = None,
+                   replay: Recording | None = None) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
@@ -395,7 +412,7 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report, gates=gates, progress_every=progress_every,
-                    quiet=quiet, otel=otel)
+                    quiet=quiet, otel=otel, replay=replay)
     with batch_collector():
         return await runner.run()
 

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from intellagent.agent import Agent
+from intellagent.mutants import MutatedAgent
 from intellagent.environment import Database, Environment
 from intellagent.environment.tools import ToolResult
 from intellagent.events import Clock, Observe, ToolCallDone
@@ -49,7 +50,9 @@ def tool_call_in_text(text: str | None, tool_names: set[str]) -> bool:
         for call in calls:
             if isinstance(call, dict):
                 inner = call.get("function") if isinstance(call.get("function"), dict) else call
-                if inner.get("name") in tool_names and any(k in inner for k in ("arguments", "parameters")):
+                named = inner.get("name")
+                if isinstance(named, str) and named in tool_names and any(
+                        k in inner for k in ("arguments", "parameters")):
                     return True
         at = text.find("{", end)
     return False
@@ -62,10 +65,11 @@ class ToolTimeout(Exception):
 
 @dataclass
 class ToolBox:
-    """The environment's tools on one database; every call is recorded. With ``offload``, calls
-    run in its threads under the tool's timeout, so a tool that blocks stalls only its own
-    conversation. Calls through :meth:`acall` run one at a time (an agent calling tools of its
-    own may call several at once; the database takes one transaction at a time)."""
+    """The environment's tools on one database; every call is recorded (as the agent made it,
+    with what it got back). With ``offload``, calls run in its threads under the tool's timeout,
+    so a tool that blocks stalls only its own conversation. Calls through :meth:`acall` run one
+    at a time (an agent calling tools of its own may call several at once; the database takes one
+    transaction at a time). With a ``mutant``, its fault applies to every call."""
 
     env: Environment
     db: Database | None
@@ -74,6 +78,7 @@ class ToolBox:
     offload: Offload | None = None
     observe: Observe | None = None  # told of every call (progress, traces)
     hung: str | None = None  # a call outlasted its timeout: no further call runs on this database
+    mutant: Any = None  # a mutant's fault on the calls (intellagent.mutants.Mutant), or None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -83,8 +88,36 @@ class ToolBox:
         """Run a call here, in this thread."""
         text = arguments if isinstance(arguments, str) else json.dumps(arguments)
         tool = self.env.tools.get(name)
-        result = tool.call(self.db, text) if tool is not None else None
+        result = None
+        if tool is not None:
+            args, db = self._mutated(tool, text)
+            try:
+                result = self._answer(tool, args, tool.call(db, args))
+            finally:
+                if db is not self.db:
+                    db.close()
         return self._record(call_id, name, text, result)
+
+    def _mutated(self, tool: Any, text: str) -> tuple[Any, Database | None]:
+        """The arguments and the database a call runs with: the agent's and the conversation's,
+        unless a mutant changes them (a throwaway copy of the database for a call it drops)."""
+        if self.mutant is None:
+            return text, self.db
+        try:
+            args = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            return text, self.db
+        if not isinstance(args, dict):
+            return text, self.db
+        args = self.mutant.arguments(tool, args)
+        scratch = self.db is not None and self.mutant.scratch(tool)
+        return args, (self.db.copy() if scratch else self.db)
+
+    def _answer(self, tool: Any, args: Any, result: ToolResult) -> ToolResult:
+        """What the agent gets back: the tool's answer, or a mutant's in its place."""
+        if self.mutant is None or not isinstance(args, dict):
+            return result
+        return self.mutant.result(tool, args, result)
 
     async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
         """Run a call off the event loop (when the box has an ``offload``); raise
@@ -113,14 +146,19 @@ class ToolBox:
             result = None
             if tool is not None:
                 timeout = tool.spec.timeout or self.env.tool_timeout
+                args, db = self._mutated(tool, text)
                 try:
-                    result = await self.offload.run(tool.call, self.db, text, timeout=timeout)
+                    result = self._answer(tool, args, await self.offload.run(tool.call, db, args,
+                                                                             timeout=timeout))
                 except OffloadTimeout:
                     self.hung = f"the environment's tool '{name}' did not return within {timeout:g} s"
                     raise ToolTimeout(self.hung) from None
                 except OffloadCrash as exc:  # what Tool.call lets through: KeyboardInterrupt and kin
                     result = ToolResult(output=f"Error: tool '{name}' crashed: {exc}", error=True,
                                         crashed=True)
+                finally:
+                    if db is not self.db and not self.hung:
+                        db.close()
             return self._record(call_id, name, text, result)
 
     def _record(self, call_id: str, name: str, text: str, result: ToolResult | None) -> ToolCallRecord:
@@ -163,6 +201,8 @@ class LiveSession:
         self.max_tool_steps = max_tool_steps
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
         self.runs_own_tools = bool(getattr(agent, "runs_own_tools", False))
+        if isinstance(agent, MutatedAgent):  # its fault applies to the calls the harness runs
+            agent.bind(toolbox)
         if self.runs_own_tools:
             agent.attach(toolbox)
 

@@ -68,6 +68,10 @@ class ScoreSpec(StrictModel):
     value: bool = False
     labels: list[str] = Field(default_factory=list)
     description: str = ""
+    subject: str | None = Field(default=None, description="The label naming what the score "
+                                "judges within its item, when an item has one such score per "
+                                "thing judged (one per rule under test): people's labels for "
+                                "`intellagent calibrate` name it in a column of that name.")
 
 
 def merge_scores(a: ScoreSpec, b: ScoreSpec) -> ScoreSpec:
@@ -82,7 +86,7 @@ def merge_scores(a: ScoreSpec, b: ScoreSpec) -> ScoreSpec:
                             other=a.statuses.other + [s for s in b.statuses.other if s not in taken])
     return ScoreSpec(statuses=statuses, value=a.value or b.value,
                      labels=a.labels + [label for label in b.labels if label not in a.labels],
-                     description=a.description or b.description)
+                     description=a.description or b.description, subject=a.subject or b.subject)
 
 
 class RoleLoad(BaseModel):
@@ -160,6 +164,8 @@ class Step:
     output: ClassVar[Any] = None
     roles: ClassVar[dict[str, str]] = {}
     uses_agent: ClassVar[bool] = False
+    #: It can replay what it recorded for an item against another agent (``ctx.recorded``).
+    replays: ClassVar[bool] = False
     #: The statuses its items end with (besides the unfinished ones), and what each means.
     statuses: ClassVar[Statuses] = MADE
     #: The scores it gives, by name. A score it gives and does not declare is an error.

@@ -118,6 +118,8 @@ def test_an_agent_that_writes_tool_calls_as_text_is_flagged_not_passed_silently(
     assert tool_call_in_text('<tool_call>{"name": "book_reservation", "parameters": {}}</tool_call>', names)
     assert not tool_call_in_text('Your booking {"ref": "ZFA04Y"} is confirmed.', names)
     assert not tool_call_in_text('{"name": "Ana", "arguments": "none"}', names)
+    # a record whose name is an object (τ-bench's users) in a reply: not a call, and no crash
+    assert not tool_call_in_text('On file: {"name": {"first_name": "Ana"}, "arguments": 1}', names)
 
     with OpenAIServer(quirks=["tools-as-text"]) as server:
         pipeline = tmp_path / "p.yaml"

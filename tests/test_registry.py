@@ -87,12 +87,13 @@ def test_every_registration_hook_reaches_its_kind(tmp_path):
         register_metrics=lambda register: register("score-sum", object),
         register_views=lambda register: register("card", object),
         register_reporters=lambda register: register(FakeReporter),
+        register_mutants=lambda register: register("slow", object),
     )
     registry = load_registry(entry_points=False, plugins=[plugin])
     expected = {"environment": "acme/e", "stage": "acme/coin-flip", "agent": "acme/echo",
                 "llm-provider": "acme/fake", "executor": "acme/serial", "env-template": "acme/t",
                 "command": "acme/hello", "pipeline": "acme/flow", "metric": "acme/score-sum",
-                "view": "acme/card", "reporter": "acme/pdf"}
+                "view": "acme/card", "reporter": "acme/pdf", "mutant": "acme/slow"}
     assert set(expected) == set(KINDS)
     for kind, name in expected.items():
         assert registry.names(kind) == [name]

@@ -98,6 +98,13 @@ class RunRecords(StoreBase):
             conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
                          .values(**values))
 
+    def update_run_config(self, run_id: str, **config: Any) -> None:
+        """Add ``config`` entries to a run's stored config (what was found about it later: people's
+        labels, mutants), its status unchanged."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.update(RunRow.__table__).where(RunRow.__table__.c.id == run_id)
+                         .values(config=json.dumps(self.run_config(run_id) | config)))
+
     def run_config(self, run_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(RunRow.__table__.c.config)

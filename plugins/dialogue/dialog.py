@@ -19,6 +19,17 @@ class Turn(BaseModel):
                                                        "never reached the agent.")
 
 
+class Replayed(BaseModel):
+    """How a replayed dialog went against its recording (``intellagent replay``)."""
+
+    run: str = Field(description="The run whose recorded dialog was replayed.")
+    departed: int | None = Field(default=None, description="The agent's turn (1 = its first reply) "
+                                 "at which it first answered otherwise than the recorded agent, or "
+                                 "the recording ran out; the simulated user took over from there. "
+                                 "None: it followed the recording to the end.")
+    why: str = Field(default="", description="What differed.")
+
+
 StopReason = Literal["success", "failure", "give-up", "max-turns", "transfer", "agent-error",
                      "infra-error", "invalid-output"]
 
@@ -36,6 +47,8 @@ class Dialog(BaseModel):
     tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
     warnings: list[str] = Field(default_factory=list, description="Signs of a broken setup, e.g. "
                                 "tool calls written as text.")
+    replay: Replayed | None = Field(default=None, description="For a replayed dialog: where the "
+                                    "agent departed from the recording.")
 
     def replies(self) -> list[str]:
         """What the agent said, turn by turn."""

@@ -30,8 +30,10 @@ from intellagent.llm.types import Outcome, Status
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.session import TOOL_CALLS_AS_TEXT, LiveSession, ToolBox, tool_call_in_text
-from intellagent.steps import UNFINISHED, ItemEstimate, Output, RoleLoad, Simulator
+from intellagent.replay import DEPARTED, FOLLOWED, REPLAY_SCORE
+from intellagent.steps import UNFINISHED, ItemEstimate, Output, RoleLoad, Score, ScoreSpec, Simulator, Statuses
 from intellagent_plugins.dialogue.dialog import Dialog, Turn
+from intellagent_plugins.dialogue.replay import Script
 from intellagent_plugins.dialogue.scenario import Scenario
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -118,6 +120,10 @@ class UserAgent(Simulator):
     output = Dialog
     roles = {"user": "plays the simulated user"}
     uses_agent = True
+    replays = True  # intellagent replay: the recorded user's turns while the agent follows them
+    scores = {REPLAY_SCORE: ScoreSpec(statuses=Statuses(other=[FOLLOWED, DEPARTED]), value=True,
+                                      description="in a replay: followed the recording to its end, or "
+                                                  "departed from it at the agent's turn given")}
     #: Folders of built-in prompt files, a subclass's own first.
     prompt_folders: ClassVar[tuple[Path, ...]] = (PROMPTS,)
     #: Other prompt files a subclass renders (their text is part of the items' keys).
@@ -170,7 +176,13 @@ class UserAgent(Simulator):
     async def run(self, ctx, scenario: Scenario) -> Output[Dialog]:
         dialog = await self.play(ctx, scenario)
         status = dialog.stop_reason if dialog.stop_reason in UNFINISHED else "ok"
-        return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings)
+        scores = []
+        if dialog.replay is not None:  # how far the agent followed the recording
+            departed = dialog.replay.departed
+            scores.append(Score(name=REPLAY_SCORE, status=FOLLOWED if departed is None else DEPARTED,
+                                value=departed, note=dialog.replay.why))
+        return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings,
+                      scores=scores)
 
     # -- hooks for subclasses ------------------------------------------------------------------
 
@@ -207,10 +219,16 @@ class UserAgent(Simulator):
     # -- the loop ------------------------------------------------------------------------------
 
     async def play(self, ctx, scenario: Scenario) -> Dialog:
-        """The whole dialog of ``scenario``."""
+        """The whole dialog of ``scenario`` (in a replay, its recording played again as far as
+        the agent follows it)."""
         talk = Conversation(ctx, scenario, self.config.max_tool_steps)
+        recorded = getattr(ctx, "recorded", None)
+        script = Script(recorded.value, recorded.run_id, recorded.same_text) \
+            if recorded is not None and isinstance(recorded.value, Dialog) else None
         try:
-            dialog = await self._loop(ctx, scenario, talk)
+            dialog = await self._loop(ctx, scenario, talk, script)
+            if script is not None:
+                script.finish(dialog)
             talk.session.close()  # an agent calling tools itself: none after the dialog ends
             dialog.tool_errors = talk.tool_errors()
             self.finish(dialog, talk.session)
@@ -222,7 +240,27 @@ class UserAgent(Simulator):
         finally:
             talk.close()
 
-    async def _loop(self, ctx, scenario: Scenario, talk: Conversation) -> Dialog:
+    async def _next_user_turn(self, ctx, scenario: Scenario, view: list[dict[str, Any]],
+                              script: Script | None) -> Outcome[UserTurn]:
+        """The recorded user's turn while a replayed agent follows its recording, else the
+        simulated user's (:meth:`user_turn`)."""
+        recorded = script.user_turn() if script is not None else None
+        if recorded is None:
+            return await self.user_turn(ctx, scenario, view)
+        stop, reason = ("continue", "") if recorded.delivered else script.stop()
+        return Outcome(status=Status.ok, value=UserTurn(thought=recorded.thought or "",
+                                                        message=recorded.content or "", stop=stop,
+                                                        reason=reason))
+
+    async def _review(self, ctx, scenario: Scenario, dialog: Dialog, script: Script | None) -> str | None:
+        """The recorded review of a stop while a replayed agent follows, else :meth:`review_stop`."""
+        if script is not None and script.following:
+            known, feedback = script.review()
+            if known:
+                return feedback
+        return await self.review_stop(ctx, scenario, dialog)
+
+    async def _loop(self, ctx, scenario: Scenario, talk: Conversation, script: Script | None = None) -> Dialog:
         dialog = self.new_dialog(scenario)
         tools = set(ctx.env.tools)
         # the simulated user's own view: its messages as "assistant", the agent's as "user"
@@ -234,7 +272,7 @@ class UserAgent(Simulator):
             if user_turns >= self.config.max_turns:
                 dialog.stop_reason = "max-turns"
                 return dialog
-            outcome = await self.user_turn(ctx, scenario, view)
+            outcome = await self._next_user_turn(ctx, scenario, view, script)
             if not outcome.ok:
                 dialog.stop_reason, dialog.error = failed_reason(outcome), outcome.error
                 return dialog
@@ -246,7 +284,7 @@ class UserAgent(Simulator):
                 # the reviewer judges what the tools did so far, not an empty diff
                 dialog.db_diff = talk.diff()
                 dialog.tool_errors = talk.tool_errors()
-                feedback = await self.review_stop(ctx, scenario, dialog)
+                feedback = await self._review(ctx, scenario, dialog, script)
                 if feedback is None:
                     return dialog
                 dialog.turns.append(Turn(role="critic", content=feedback))
@@ -258,6 +296,8 @@ class UserAgent(Simulator):
             dialog.turns.append(Turn(role="user", content=turn.message, thought=turn.thought))
             view.append({"role": "assistant", "content": self.said(turn)})
             reply = await talk.session.respond(turn.message)
+            if script is not None:
+                script.agent_reply(reply)
             dialog.turns.append(Turn(role="assistant", content=reply.content or None,
                                      tool_calls=reply.tool_calls))
             if TOOL_CALLS_AS_TEXT not in dialog.warnings and tool_call_in_text(reply.content, tools):

@@ -161,7 +161,7 @@ class PolicyCritic(Critic):
                                           description="the method's own score (the paper's and the "
                                                       "original's): the user's confirmed stop decides"),
               "policy": ScoreSpec(statuses=Statuses(passed=["pass"], failed=["fail"], other=["not-exercised"]),
-                                  labels=["policy", "category", "challenge"],
+                                  labels=["policy", "category", "challenge"], subject="policy",
                                   description="each policy under test: followed, violated, or never came up"),
               "state": ScoreSpec(statuses=PASS_FAIL, labels=["complexity"],
                                  description="the expected end state on the database diff")}

@@ -24,6 +24,7 @@ from intellagent.metrics import Chart, Column, MetricResult
 from intellagent.model import StrictModel
 from intellagent.report import Reporter, RunReport
 from intellagent.results import RunData, RunItem
+from intellagent_plugins.reporters.quality import calibration_section, mutation_section, replay_section
 
 
 class JsonReporter(Reporter):
@@ -282,6 +283,7 @@ class HtmlReporter(Reporter):
                "counted apart.</p></section>\n")
         for name, result in report.metrics.items():
             yield self._metric(name, result)
+        yield mutation_section(report) + calibration_section(report)
         yield ("<section id=cost><h2>Tokens and cost</h2><table><tr><th>step</th><th>model</th>"
                "<th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
                "<th>completion tokens</th><th>cost $</th></tr>")
@@ -382,7 +384,7 @@ class HtmlReporter(Reporter):
                      + "</p><table><tr><th>item</th><th>A</th><th>B</th></tr>")
         parts += [f"<tr><td>{_e(c.item)}</td><td class={_css_status(c.a)}>{_e(c.a)}</td>"
                   f"<td class={_css_status(c.b)}>{_e(c.b)}</td></tr>" for c in comparison.changes]
-        parts.append("</table></section></body></html>\n")
+        parts.append("</table></section>" + replay_section(comparison) + "</body></html>\n")
         path.write_text("\n".join(parts), encoding="utf-8")
         return path
 

@@ -1,0 +1,272 @@
+"""Judges against people: how often a run's judgements agree with people's reading of the same
+dialogs (``intellagent calibrate RUN --labels FILE``).
+
+A labels file (CSV or JSONL) has one row per judgement a person made: ``item`` (an item of the
+run, ``E0004``), ``violated`` (true or false) and, for a judgement of one thing within the item,
+a column named as the label that score declares as its subject (``policy: P3``); that column
+left empty means the item's own outcome. The judge's side of a row: a status its step or score
+declares as failed is "violated"; passed and other statuses are not; an item or score that could
+not finish is left out (listed as not judged).
+
+Per group (the matched score's ``--by`` label, a rule's category; item outcomes in a group of
+their own) and overall: agreement with its 95 % Wilson interval, Cohen's kappa with the 95 %
+interval from its large-sample standard error (Fleiss, Cohen & Everitt 1969; rows taken as
+independent), and the confusion counts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import BaseModel, Field
+
+from intellagent.errors import IntellagentError
+from intellagent.metrics import Z95, wilson
+from intellagent.results import finals
+
+MAX_LABEL_BYTES = 50_000_000  # a labels file larger than this is refused
+MAX_LABELS = 200_000  # rows of one labels file
+ITEM_GROUP = "(item outcome)"
+IGNORED = ("note", "comment", "labeller")  # columns people add that say nothing to compare
+INTERVALS = ("agreement: 95 % Wilson score interval; Cohen's kappa: 95 % normal interval from its "
+             "large-sample standard error (Fleiss, Cohen & Everitt 1969), rows taken as independent")
+TRUE, FALSE = ("true", "yes", "1", "t", "y"), ("false", "no", "0", "f", "n")
+
+
+@dataclass
+class Label:
+    """One judgement a person made, and where the file says it."""
+
+    line: int
+    item: str
+    subject: tuple[str, str] | None  # (label, value): the thing judged within the item
+    violated: bool
+
+
+class Confusion(BaseModel):
+    both: int = Field(default=0, description="The judge and people say violated.")
+    judge_only: int = Field(default=0, description="The judge says violated, people do not.")
+    people_only: int = Field(default=0, description="People say violated, the judge does not.")
+    neither: int = Field(default=0, description="Neither says violated.")
+
+    @property
+    def n(self) -> int:
+        return self.both + self.judge_only + self.people_only + self.neither
+
+
+class Agreement(BaseModel):
+    n: int = 0
+    agreement: float | None = None
+    agreement_low: float | None = None
+    agreement_high: float | None = None
+    kappa: float | None = Field(default=None, description="Cohen's kappa (None when chance "
+                                "agreement is total: both always say the same one thing).")
+    kappa_low: float | None = None
+    kappa_high: float | None = None
+    confusion: Confusion = Field(default_factory=Confusion)
+
+    @classmethod
+    def of(cls, confusion: Confusion) -> "Agreement":
+        n = confusion.n
+        if n == 0:
+            return cls(confusion=confusion)
+        agreed = confusion.both + confusion.neither
+        low, high = wilson(agreed, n)
+        kappa, se = kappa_and_error(confusion)
+        out = cls(n=n, agreement=round(agreed / n, 4), agreement_low=round(low, 4),
+                  agreement_high=round(high, 4), confusion=confusion)
+        if kappa is not None:
+            out.kappa = round(kappa, 4)
+            out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4)
+            out.kappa_high = round(min(1.0, kappa + Z95 * se), 4)
+        return out
+
+    def text(self) -> str:
+        if not self.n:
+            return "nothing compared"
+        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
+        return (f"agreement {self.agreement:.0%} ({self.agreement_low:.0%}–{self.agreement_high:.0%}), "
+                f"{kappa}, n={self.n}")
+
+
+def kappa_and_error(c: Confusion) -> tuple[float | None, float]:
+    """Cohen's kappa of a 2×2 table and its large-sample standard error (Fleiss, Cohen &
+    Everitt 1969); (None, 0) when chance agreement is 1."""
+    n = c.n
+    # p[i][j]: the judge says i, people say j (0: violated, 1: not)
+    p = [[c.both / n, c.judge_only / n], [c.people_only / n, c.neither / n]]
+    rows = [p[0][0] + p[0][1], p[1][0] + p[1][1]]
+    cols = [p[0][0] + p[1][0], p[0][1] + p[1][1]]
+    observed = p[0][0] + p[1][1]
+    chance = rows[0] * cols[0] + rows[1] * cols[1]
+    if chance >= 1.0:
+        return None, 0.0
+    kappa = (observed - chance) / (1 - chance)
+    a = sum(p[i][i] * (1 - (rows[i] + cols[i]) * (1 - kappa)) ** 2 for i in (0, 1))
+    b = (1 - kappa) ** 2 * sum(p[i][j] * (cols[i] + rows[j]) ** 2 for i in (0, 1) for j in (0, 1) if i != j)
+    c2 = (kappa - chance * (1 - kappa)) ** 2
+    variance = max(0.0, a + b - c2) / (n * (1 - chance) ** 2)
+    return kappa, math.sqrt(variance)
+
+
+class CalibrationReport(BaseModel):
+    """How a run's judges agree with people's labels."""
+
+    run_id: str
+    labels_file: str = ""
+    rows: int = Field(default=0, description="Rows of the labels file.")
+    not_judged: list[str] = Field(default_factory=list, description="Rows whose judge could not "
+                                  "decide (the item or score did not finish): item or item/subject.")
+    by: str = Field(default="category", description="The score label the groups are made by.")
+    overall: Agreement = Field(default_factory=Agreement)
+    groups: dict[str, Agreement] = Field(default_factory=dict)
+    intervals: str = INTERVALS
+
+    def summary(self) -> str:
+        skipped = f"; {len(self.not_judged)} row(s) the judge could not decide" if self.not_judged else ""
+        return f"judges against {self.rows} people's label(s): {self.overall.text()}{skipped}"
+
+
+def _violated(text: Any, where: str) -> bool:
+    if isinstance(text, bool):
+        return text
+    word = str(text).strip().lower()
+    if word in TRUE:
+        return True
+    if word in FALSE:
+        return False
+    raise IntellagentError(f"{where}: violated must be true or false, not {str(text)!r}")
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, row) of a CSV or JSONL labels file."""
+    size = path.stat().st_size
+    if size > MAX_LABEL_BYTES:
+        raise IntellagentError(f"labels file of {size} bytes: at most {MAX_LABEL_BYTES}", file=path)
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        if not reader.fieldnames:
+            raise IntellagentError("the labels file is empty (expected a header: item, violated and a subject column)",
+                                   file=path, line=1)
+        for row in reader:
+            yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+    elif path.suffix.lower() in (".jsonl", ".json"):
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise IntellagentError(f"not JSON: {exc.msg}", file=path, line=number) from None
+            if not isinstance(row, dict):
+                raise IntellagentError("each line is a JSON object {item, violated, subject column}", file=path,
+                                       line=number)
+            yield number, row
+    else:
+        raise IntellagentError("labels are CSV (.csv) or JSON lines (.jsonl)", file=path)
+
+
+def read_labels(path: Path, subjects: set[str]) -> list[Label]:
+    """The labels in ``path``. ``subjects``: the labels the run's scores declare as their
+    subject; a column naming one picks the score of that thing within the item."""
+    if not path.is_file():
+        raise IntellagentError("labels file not found", file=path)
+    labels = []
+    for line, row in _rows(path):
+        if len(labels) >= MAX_LABELS:
+            raise IntellagentError(f"more than {MAX_LABELS} labels", file=path, line=line)
+        item = str(row.get("item") or "").strip()
+        if not item:
+            raise IntellagentError("no item (columns: item, violated and a subject column)",
+                                   file=path, line=line)
+        if row.get("violated") in (None, ""):
+            raise IntellagentError("no violated (true or false)", file=path, line=line)
+        violated = _violated(row["violated"], f"{path}:{line}")
+        named = [(k, str(v).strip()) for k, v in row.items()
+                 if k not in ("item", "violated", *IGNORED) and v not in (None, "") and str(v).strip()]
+        unknown = [k for k, _ in named if k not in subjects]
+        if unknown:
+            raise IntellagentError(f"column '{unknown[0]}' names nothing the run's judges score one "
+                                   f"by one (their subjects: {', '.join(sorted(subjects)) or 'none'}; "
+                                   "leave it empty for the item's own outcome)", file=path, line=line)
+        if len(named) > 1:
+            raise IntellagentError(f"a row judges one thing: {', '.join(k for k, _ in named)} given",
+                                   file=path, line=line)
+        labels.append(Label(line=line, item=item, subject=named[0] if named else None, violated=violated))
+    return labels
+
+
+def subjects_of(plan: Any) -> dict[str, list[str]]:
+    """Subject label → the names of the scores that declare it."""
+    out: dict[str, list[str]] = {}
+    for name, spec in plan.declared_scores().items():
+        if spec.subject:
+            out.setdefault(spec.subject, []).append(name)
+    return out
+
+
+def says_violated(statuses: Any, status: str | None) -> bool | None:
+    """The judge's side of a label: a failed status (as declared) is violated, a passed or other
+    one is not; None when it could not decide (an unfinished or undeclared status)."""
+    if statuses is None or status is None:
+        return None
+    if status in statuses.failed:
+        return True
+    if status in statuses.passed or status in statuses.other:
+        return False
+    return None
+
+
+def _group_value(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") -> CalibrationReport:
+    """The agreement between the judgements of run ``data`` and people's ``labels`` (read from
+    ``path``, which errors name)."""
+    plan = data.plan
+    declared = plan.declared_scores()
+    subjects = subjects_of(plan)
+    outcome = finals(data)
+    wanted = {label.item for label in labels}
+    scores: dict[str, list[Any]] = {}
+    for item in data.items(scored=True):
+        if item.item in wanted:
+            scores.setdefault(item.item, []).extend(item.scores)
+    tables: dict[str, Confusion] = {}
+    overall = Confusion()
+    not_judged = []
+    for label in labels:
+        final = outcome.get(label.item)
+        if final is None:
+            raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=path, line=label.line)
+        if label.subject is None:
+            judge = says_violated(plan.steps[final.step].statuses, final.status)
+            group = ITEM_GROUP
+        else:
+            name, value = label.subject
+            score = next((s for s in scores.get(label.item, []) if s.name in subjects[name]
+                          and _group_value(s.labels.get(name)) == value), None)
+            if score is None:
+                raise IntellagentError(f"item '{label.item}' has no score for {name} '{value}' in run "
+                                       f"{data.run_id}", file=path, line=label.line)
+            spec = declared.get(score.name)
+            judge = says_violated(spec.statuses if spec is not None else None, score.status)
+            group = _group_value(score.labels[by]) if by in score.labels else f"(no {by})"
+        if judge is None:
+            not_judged.append(label.item + (f"/{label.subject[1]}" if label.subject else ""))
+            continue
+        field = ("both" if label.violated else "judge_only") if judge else \
+            ("people_only" if label.violated else "neither")
+        for table in (overall, tables.setdefault(group, Confusion())):
+            setattr(table, field, getattr(table, field) + 1)
+    return CalibrationReport(run_id=data.run_id, labels_file=str(path), rows=len(labels),
+                             not_judged=not_judged, by=by, overall=Agreement.of(overall),
+                             groups={g: Agreement.of(tables[g]) for g in sorted(tables)})

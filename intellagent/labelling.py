@@ -1,0 +1,168 @@
+"""The labelling page (``intellagent label RUN``): one static HTML file showing each item's
+dialog (through the registered views, as the report does, the judging steps' output left out)
+with a question per judgement: the item's own outcome, and each thing judged one by one (a
+score that declares a subject: a rule under test). The judge's answer stays hidden until the
+person has answered; a button downloads the answers as a labels CSV for ``intellagent
+calibrate``. Answers are kept in the browser's local storage until downloaded. No asset is
+loaded from anywhere."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any, Iterator
+
+from intellagent.calibration import says_violated
+from intellagent.results import RunData, RunItem, finals
+
+MAX_ITEMS = 5000  # items one page may hold
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1000px;color:#1d232a;padding:0 1rem}
+.item{border:1px solid #ccc;border-radius:6px;margin:1.2rem 0;padding:.6rem 1rem}
+.turn{margin:.3rem 0;padding:.3rem .5rem;border-radius:4px}.user{background:#eef4ff}
+.assistant{background:#f3f4f6}.critic{background:#fff7e6}.tool{font-family:monospace;font-size:12px;
+white-space:pre-wrap;color:#444}.thought{color:#666;font-style:italic}.muted{color:#666}
+pre,code{font-family:monospace;font-size:12px;white-space:pre-wrap}
+.question{background:#fafafa;border-left:3px solid #3b82f6;margin:.5rem 0;padding:.4rem .6rem}
+.judge{margin-top:.3rem;color:#444}.agree{color:#17803d}.disagree{color:#b42318}
+#bar{position:sticky;top:0;background:#fff;padding:.5rem 0;border-bottom:1px solid #ddd}
+"""
+
+SCRIPT = """
+const RUN = document.body.dataset.run, KEY = 'intellagent-labels-' + RUN;
+const subjects = JSON.parse(document.body.dataset.subjects);
+let answers = JSON.parse(localStorage.getItem(KEY) || '{}');
+function reveal(q) {
+  const said = answers[q.dataset.id];
+  const judge = q.querySelector('.judge');
+  if (said === undefined) { judge.hidden = true; return; }
+  judge.hidden = false;
+  const agrees = (q.dataset.judge === 'true') === said;
+  judge.querySelector('.answer').className = 'answer ' + (q.dataset.judge === '' ? '' : agrees ? 'agree' : 'disagree');
+  q.querySelectorAll('input').forEach(i => { i.checked = (i.value === String(said)); });
+}
+function count() {
+  const total = document.querySelectorAll('.question').length;
+  document.getElementById('answered').textContent = Object.keys(answers).length + ' of ' + total + ' answered';
+}
+function field(text) { return /[",\\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text; }
+function csv() {
+  const lines = [['item', ...subjects, 'violated'].join(',')];
+  document.querySelectorAll('.question').forEach(q => {
+    const said = answers[q.dataset.id];
+    if (said === undefined) return;
+    const row = [q.dataset.item, ...subjects.map(s => s === q.dataset.subject ? q.dataset.value : ''), String(said)];
+    lines.push(row.map(field).join(','));
+  });
+  return lines.join('\\n') + '\\n';
+}
+document.querySelectorAll('.question').forEach(q => {
+  q.querySelectorAll('input').forEach(input => input.addEventListener('change', () => {
+    answers[q.dataset.id] = input.value === 'true';
+    localStorage.setItem(KEY, JSON.stringify(answers));
+    reveal(q); count();
+  }));
+  reveal(q);
+});
+document.getElementById('download').addEventListener('click', () => {
+  const link = document.createElement('a');
+  link.href = URL.createObjectURL(new Blob([csv()], {type: 'text/csv'}));
+  link.download = 'labels-' + RUN + '.csv';
+  document.body.appendChild(link); link.click(); link.remove();
+});
+document.getElementById('forget').addEventListener('click', () => {
+  if (!confirm('Forget every answer on this page?')) return;
+  answers = {}; localStorage.removeItem(KEY);
+  document.querySelectorAll('.question').forEach(q => { q.querySelectorAll('input').forEach(i => i.checked = false); reveal(q); });
+  count();
+});
+count();
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _view(data: RunData, item: RunItem, views: list[Any]) -> str:
+    """The item's value through the view of its type (or of its nearest base type)."""
+    if not item.payload or item.payload == "null":
+        return ""
+    value = data.decode(item.step, item.payload)
+    by_type = {}
+    for view in views:
+        by_type.setdefault(view.artefact, view)
+    view = next((by_type[t] for t in type(value).__mro__ if t in by_type), None)
+    if view is not None:
+        return view.html(value, item)
+    return f"<pre>{_e(json.dumps(json.loads(item.payload), indent=1, ensure_ascii=False)[:4000])}</pre>"
+
+
+def _groups(data: RunData, keys: set[str]) -> Iterator[list[RunItem]]:
+    """Every step's entry of the items ``keys``, item by item in the run's order."""
+    group: list[RunItem] = []
+    for item in data.items(payload=True):
+        if item.item not in keys:
+            continue
+        if group and group[0].item != item.item:
+            yield group
+            group = []
+        group.append(item)
+    if group:
+        yield group
+
+
+def _question(qid: str, item: str, text: str, judge: bool | None, reason: str,
+              subject: tuple[str, str] | None = None) -> str:
+    name, value = subject or ("", "")
+    shown = {True: "violated", False: "not violated", None: "could not decide"}[judge]
+    return (f"<div class=question data-id='{_e(qid)}' data-item='{_e(item)}' data-subject='{_e(name)}' "
+            f"data-value='{_e(value)}' data-judge='{'' if judge is None else str(judge).lower()}'>"
+            f"<b>{text}</b> <label><input type=radio name='{_e(qid)}' value=true> yes, violated</label> "
+            f"<label><input type=radio name='{_e(qid)}' value=false> no</label>"
+            f"<div class=judge hidden>The judge: <b class=answer>{_e(shown)}</b> "
+            f"<span class=muted>{_e(reason[:600])}</span></div></div>")
+
+
+def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
+    """The labelling page of the run's first ``limit`` items."""
+    plan = data.plan
+    declared = plan.declared_scores()
+    subjects = sorted({spec.subject for spec in declared.values() if spec.subject})
+    outcome = finals(data)
+    keys = list(outcome)[:limit]
+    hidden = {name for name, step in plan.steps.items() if step.kind == "critic"}
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Label run {_e(data.run_id)}"
+             f"</title><style>{CSS}</style></head><body data-run='{_e(data.run_id)}' "
+             f"data-subjects='{_e(json.dumps(subjects))}'>",
+             f"<h1>Label run {_e(data.run_id)}</h1><p>For each dialog, answer every question as you "
+             "read it: did the agent get it wrong? The judge's answer shows once you have answered. "
+             "Download your answers and give them to <code>intellagent calibrate RUN --labels "
+             "FILE</code>.</p>",
+             "<div id=bar><button id=download>Download labels (CSV)</button> "
+             f"<button id=forget>Forget my answers</button> <span id=answered></span> "
+             f"<span class=muted>({len(keys)} of {len(outcome)} items)</span></div>"]
+    for group in _groups(data, set(keys)):
+        key = group[0].item
+        final = outcome[key]
+        judge = says_violated(plan.steps[final.step].statuses, final.status)
+        parts.append(f"<section class=item id='item-{_e(key)}'><h2>{_e(key)}</h2>")
+        parts += [_view(data, it, views) for it in group if it.step not in hidden]
+        parts.append(_question(f"{key}|", key, "Did the agent get this item wrong?", judge,
+                               f"{final.status}: {final.note}"))
+        for it in group:
+            for score in it.scores:
+                spec = declared.get(score.name)
+                if spec is None or not spec.subject or spec.subject not in score.labels:
+                    continue
+                value = str(score.labels[spec.subject])
+                says = says_violated(spec.statuses, score.status)
+                others = ", ".join(f"{k}: {v}" for k, v in score.labels.items() if k != spec.subject)
+                text = f"{_e(spec.subject)} {_e(value)}" + (f" <span class=muted>({_e(others)})</span>" if others else "") \
+                    + ": violated?"
+                parts.append(_question(f"{key}|{spec.subject}|{value}", key, text, says,
+                                       f"{score.status}: {score.note}", (spec.subject, value)))
+        parts.append("</section>")
+    parts.append(f"<script>{SCRIPT}</script></body></html>\n")
+    return "\n".join(parts)

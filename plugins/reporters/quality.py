@@ -1,0 +1,80 @@
+"""The HTML sections on the test suite itself, each self-contained: what the mutants of the
+agent showed (``intellagent mutate``) and how the judges agree with people's labels
+(``intellagent calibrate``) in a run's report, once the run has them; where a replayed agent
+departed from the recording (``intellagent replay``) in the comparison of the two runs."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from intellagent.metrics import Rate
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def mutation_section(report: Any) -> str:
+    found = report.mutation
+    if found is None:
+        return ""
+    parts = ["<section id=mutants><h2>Mutants: does the suite catch a broken agent?</h2>",
+             f"<p><b>{_e(found.summary())}</b>. A mutant wraps the agent with a fault on the "
+             "harness side; it <i>kills</i> an item that passes with the agent and fails with the "
+             "fault. The kill rate's interval is Wilson's 95 %.</p>",
+             "<table><tr><th>mutant</th><th>fault</th><th>killed</th><th>kill rate</th>"
+             "<th>caught by</th><th>metrics that fell</th><th>killed items</th></tr>"]
+    for result in found.mutants.values():
+        rate = Rate.of(len(result.killed), result.n)
+        caught = ", ".join(f"{_e(k)} ×{n}" for k, n in result.caught_by.items()) or "–"
+        fell = ", ".join(f"{_e(k)} {_e(v)}" for k, v in result.metrics.items()) or "–"
+        items = ", ".join(_e(i) for i in result.killed[:50]) + (" …" if len(result.killed) > 50 else "")
+        css = "pass" if result.killed else "fail"
+        parts.append(f"<tr><td class={css}>{_e(result.mutant)}</td><td>{_e(result.description)}</td>"
+                     f"<td class=num>{len(result.killed)}/{result.n}</td><td class=num>{_e(rate.text())}</td>"
+                     f"<td>{caught}</td><td>{fell}</td><td><code>{items}</code></td></tr>")
+    parts.append("</table></section>\n")
+    return "".join(parts)
+
+
+def calibration_section(report: Any) -> str:
+    found = report.calibration
+    if found is None:
+        return ""
+    parts = ["<section id=calibration><h2>Judges against people's labels</h2>",
+             f"<p>{_e(found.summary())}</p><p class=muted>{_e(found.intervals)}</p>",
+             "<table><tr><th>group</th><th>n</th><th>agreement</th><th>Cohen's κ</th>"
+             "<th>both say violated</th><th>only the judge</th><th>only people</th><th>neither</th></tr>"]
+    for name, group in [("overall", found.overall), *found.groups.items()]:
+        c = group.confusion
+        kappa = "–" if group.kappa is None else (
+            f"{group.kappa:.2f} <span class=muted>[{group.kappa_low:.2f}, {group.kappa_high:.2f}]</span>")
+        agreement = "–" if group.agreement is None else (
+            f"{_pct(group.agreement)} <span class=muted>{_pct(group.agreement_low)}–"
+            f"{_pct(group.agreement_high)}</span>")
+        parts.append(f"<tr><td>{_e(name)}</td><td class=num>{group.n}</td><td class=num>{agreement}</td>"
+                     f"<td class=num>{kappa}</td><td class=num>{c.both}</td><td class=num>{c.judge_only}</td>"
+                     f"<td class=num>{c.people_only}</td><td class=num>{c.neither}</td></tr>")
+    parts.append("</table></section>\n")
+    return "".join(parts)
+
+
+def replay_section(comparison: Any) -> str:
+    if not comparison.replayed:
+        return ""
+    followed = sum(1 for r in comparison.replayed if r.departed is None)
+    parts = ["<section id=replayed><h2>Replayed dialogs</h2>",
+             f"<p>B replayed A's dialogs against its agent: {followed} of {len(comparison.replayed)} "
+             "followed the recording to the end; elsewhere the simulated user took over at the "
+             "agent's first other answer.</p><table><tr><th>item</th><th>departed at agent turn</th>"
+             "<th>what differed</th><th>A</th><th>B</th></tr>"]
+    for r in comparison.replayed:
+        parts.append(f"<tr><td>{_e(r.item)}</td><td class=num>{'–' if r.departed is None else r.departed}</td>"
+                     f"<td>{_e(r.why)}</td><td>{_e(r.a)}</td><td>{_e(r.b)}</td></tr>")
+    parts.append("</table></section>")
+    return "".join(parts)

@@ -1,0 +1,215 @@
+"""Judges against people: agreement, Cohen's kappa (its standard error as statsmodels computes
+it) and the confusion counts per category and overall, from a labels file in CSV or JSONL; shown
+in the run's report; the labelling page works in Chromium and what it downloads calibrates."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from intellagent.calibration import Confusion, kappa_and_error
+from intellagent.cli import cli
+from tests.chromium import CHROMIUM, Page
+from tests.conftest import write_env
+
+
+def test_kappa_and_its_standard_error_are_those_of_statsmodels():
+    """Reference values: statsmodels 0.15.0, ``cohens_kappa(table).kappa`` and ``.std_kappa``
+    (the asymptotic standard error of Fleiss, Cohen & Everitt)."""
+    for table, kappa, se in (([[20, 5], [10, 15]], 0.4, 0.12699606293110033),
+                             ([[3, 7], [2, 40]], 0.3117647058823526, 0.16909124122385047),
+                             ([[7, 1], [2, 10]], 0.6938775510204082, 0.1619349704928393)):
+        found = kappa_and_error(Confusion(both=table[0][0], judge_only=table[0][1],
+                                          people_only=table[1][0], neither=table[1][1]))
+        assert found == pytest.approx((kappa, se), abs=1e-12)
+    assert kappa_and_error(Confusion(neither=9)) == (None, 0.0)  # one class only: no kappa
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """An IntellAgent run on the shop (mock judges), and every judgement it made."""
+    from click.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("calibration")
+    shop = write_env(root)
+    ws = root / "ws"
+    result = CliRunner().invoke(cli, ["run", str(shop), "--events", "8", "--workspace", str(ws)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    rows = []  # (item, policy, judge says violated, category)
+    for item in report["items"]:
+        if item["step"] != "verdicts" or item["status"] not in ("pass", "fail", "agent-error", "not-exercised"):
+            continue
+        rows.append((item["item"], "", item["status"] in ("fail", "agent-error"), "(item outcome)"))
+        for score in item["scores"]:
+            if score["name"] == "policy":
+                rows.append((item["item"], score["labels"]["policy"], score["status"] == "fail",
+                             score["labels"]["category"]))
+    assert len(rows) > 8 and any(r[2] for r in rows) and not all(r[2] for r in rows)
+    return ws, report["info"]["run_id"], rows
+
+
+def write_labels(path: Path, rows: list[tuple[str, str, bool]]) -> Path:
+    if path.suffix == ".csv":
+        with path.open("w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["item", "policy", "violated"])
+            out.writerows([item, policy, str(violated).lower()] for item, policy, violated in rows)
+    else:
+        path.write_text("".join(json.dumps({"item": item, "policy": policy, "violated": violated}) + "\n"
+                                for item, policy, violated in rows))
+    return path
+
+
+def calibrate(runner, ws: Path, labels: Path, *extra: str):
+    return runner.invoke(cli, ["calibrate", "--labels", str(labels), "--workspace", str(ws), *extra])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_agreement_kappa_and_confusion_follow_the_labels(runner, tmp_path, judged, suffix):
+    ws, run_id, rows = judged
+    flipped = {0, 3}  # people disagree with the judge on these rows
+    people = [(item, policy, violated != (i in flipped)) for i, (item, policy, violated, _) in enumerate(rows)]
+    result = calibrate(runner, ws, write_labels(tmp_path / f"labels{suffix}", people), run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    n = len(rows)
+    assert found["overall"]["n"] == n
+    assert found["overall"]["agreement"] == round((n - len(flipped)) / n, 4)
+    judge = [r[2] for r in rows]
+    expected = {"both": sum(j and i not in flipped for i, j in enumerate(judge)),
+                "judge_only": sum(j and i in flipped for i, j in enumerate(judge)),
+                "people_only": sum(not j and i in flipped for i, j in enumerate(judge)),
+                "neither": sum(not j and i not in flipped for i, j in enumerate(judge))}
+    assert found["overall"]["confusion"] == expected
+    kappa, se = kappa_and_error(Confusion(**expected))
+    assert found["overall"]["kappa"] == round(kappa, 4)
+    assert found["overall"]["kappa_low"] == round(max(-1, kappa - 1.959964 * se), 4)
+    categories = {r[3] for r in rows}
+    assert set(found["groups"]) == categories
+    for category in categories:
+        assert found["groups"][category]["n"] == sum(1 for r in rows if r[3] == category)
+    assert "Wilson" in found["intervals"] and "Fleiss, Cohen & Everitt" in found["intervals"]
+
+
+def test_full_agreement_is_kappa_one_and_the_report_shows_it(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, violated) for item, policy, violated, _ in rows])
+    result = calibrate(runner, ws, labels, run_id)
+    assert result.exit_code == 0, result.output
+    assert f"agreement 100% " in result.stdout and "κ 1.00" in result.stdout
+    report = json.loads((ws / "runs" / run_id / "report.json").read_text())
+    assert report["calibration"]["overall"]["kappa"] == 1.0 and report["calibration"]["overall"]["n"] == len(rows)
+    page = (ws / "runs" / run_id / "report.html").read_text()
+    assert "id=calibration" in page and "Judges against people" in page
+    again = runner.invoke(cli, ["report", run_id, "--workspace", str(ws)])  # kept with the run
+    assert again.exit_code == 0 and "id=calibration" in (ws / "runs" / run_id / "report.html").read_text()
+
+
+def unanswering_judge(request, response_model):
+    return {}  # fits no judgement: the verdict is invalid-output
+
+
+def test_rows_the_judge_could_not_decide_are_left_out_and_named(runner, tmp_path, shop):
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", str(shop), "--events", "2", "--workspace", str(ws),
+                                 "--set", "steps.dialogs.with.stop_check=false", "--set",
+                                 "llm.roles.critic={model: mock/function, options: {function: "
+                                 "'tests.test_calibration:unanswering_judge'}}"])
+    assert result.exit_code == 3, result.output  # the verdicts could not finish
+    labels = write_labels(tmp_path / "l.csv", [("E0001", "", True), ("E0002", "", False)])
+    result = calibrate(runner, ws, labels, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["not_judged"] == ["E0001", "E0002"] and found["overall"]["n"] == 0
+    assert found["overall"]["kappa"] is None and found["rows"] == 2
+
+
+@pytest.mark.parametrize("content,message", [
+    ("item,policy,violated\nE0001,,maybe\n", "labels.csv:2: violated must be true or false, not 'maybe'"),
+    ("item,policy,violated\nE0001,,true\nE9999,,false\n", "labels.csv:3: no item 'E9999' in run"),
+    ("item,policy,violated\nE0001,P999,true\n", "labels.csv:2: item 'E0001' has no score for policy 'P999'"),
+    ("item,rule,violated\nE0001,P1,true\n", "labels.csv:2: column 'rule' names nothing the run's judges score"),
+    ("policy,violated\nP1,true\n", "labels.csv:2: no item"),
+    ("", "labels.csv:1: the labels file is empty"),
+])
+def test_bad_labels_are_one_line_naming_file_and_line(runner, tmp_path, judged, content, message):
+    ws, run_id, _ = judged
+    (tmp_path / "labels.csv").write_text(content)
+    result = calibrate(runner, ws, tmp_path / "labels.csv", run_id)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.count("\n") == 1
+    assert "Traceback" not in result.output
+
+
+def test_a_run_without_subjects_calibrates_its_items_outcomes(runner, tmp_path, shop):
+    """A τ-bench-like suite (state-check: one judgement per item): the labels file's subject
+    column may be there, empty."""
+    from tests.test_mutants import PIPELINE, briefs_plugin
+
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(PIPELINE)
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", str(shop), "--pipeline", str(pipeline), "--workspace", str(ws)],
+                           obj={"plugins": (briefs_plugin(),)})
+    assert result.exit_code == 0, result.output
+    labels = write_labels(tmp_path / "l.csv", [("S1", "", True)])  # the state check passed it
+    result = runner.invoke(cli, ["calibrate", "--labels", str(labels), "--workspace", str(ws), "--json"],
+                           obj={"plugins": (briefs_plugin(),)})
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["overall"]["confusion"] == {"both": 0, "judge_only": 0, "people_only": 1, "neither": 0}
+    assert list(found["groups"]) == ["(item outcome)"]
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
+                    reason="Chromium is not installed (.ci/run installs it)")
+def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    out = tmp_path / "label.html"
+    result = runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    source = out.read_text()
+    assert "http://" not in source and "https://" not in source  # nothing loaded from anywhere
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+
+    async def label() -> dict:
+        async with Page(out, tmp_path / "profile", downloads) as page:
+            questions = await page.evaluate("[...document.querySelectorAll('.question')].map(q => "
+                                            "({item: q.dataset.item, value: q.dataset.value, judge: q.dataset.judge, "
+                                            "hidden: q.querySelector('.judge').hidden, shown: "
+                                            "q.querySelector('.judge').offsetParent !== null}))")
+            transcripts = await page.evaluate("document.querySelectorAll('.turn.user').length")
+            # answer every question as the judge did, but the first
+            await page.evaluate("document.querySelectorAll('.question').forEach((q, i) => "
+                                "q.querySelector(`input[value=${(q.dataset.judge === 'true') !== (i === 0)}]`).click())")
+            after = await page.evaluate("[...document.querySelectorAll('.judge')].map(j => j.offsetParent !== null)")
+            answered = await page.evaluate("document.getElementById('answered').textContent")
+            await page.evaluate("document.getElementById('download').click()")
+            for _ in range(100):
+                if list(downloads.glob("*.csv")):
+                    break
+                await asyncio.sleep(0.1)
+            return {"questions": questions, "transcripts": transcripts, "after": after, "answered": answered}
+
+    seen = asyncio.run(label())
+    questions = seen["questions"]
+    assert len(questions) == len(rows)  # one per judgement: each item's outcome and each policy
+    assert all(q["hidden"] and not q["shown"] for q in questions)  # the judge is hidden at first
+    assert all(seen["after"]) and seen["answered"] == f"{len(rows)} of {len(rows)} answered"
+    assert seen["transcripts"] >= 8  # the dialogs are on the page
+    [download] = downloads.glob("*.csv")
+    assert download.name == f"labels-{run_id}.csv"
+    lines = download.read_text().splitlines()
+    assert lines[0] == "item,policy,violated" and len(lines) == len(rows) + 1
+    result = calibrate(runner, ws, download, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["overall"]["n"] == len(rows)
+    assert found["overall"]["agreement"] == round((len(rows) - 1) / len(rows), 4)

@@ -26,10 +26,11 @@ from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.gates import Gate, parse_gate, unknown_gate_metric
+from intellagent.paths import PathRules
 from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
 from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
-from intellagent.yamlio import format_loc, line_of, read_yaml
+from intellagent.yamlio import error_text, format_loc, line_of, read_yaml
 
 OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
               "under `steps:` and wire them with `from:`/`each:`, e.g. `drafts: {use: "
@@ -223,8 +224,9 @@ def load_plan(target: str | Path | None, registry: Registry, *,
 
 def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                    overrides: list[tuple[str, Any, str]] | None = None,
-                   params: dict[str, str] | None = None) -> Plan:
-    """Resolve parsed pipeline YAML (or a stored spec) read from ``source``."""
+                   params: dict[str, str] | None = None, trusted: bool = False) -> Plan:
+    """Resolve parsed pipeline YAML read from ``source``. ``trusted``: a spec whose paths need no
+    containment check (one a run recorded, checked when it started; one a test builds in code)."""
     if not isinstance(raw, dict):
         kind = "list" if isinstance(raw, list) else type(raw).__name__
         raise ConfigError("a pipeline is a mapping (steps:, agent:, llm:, metrics:, report:, "
@@ -249,7 +251,7 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                 name = comp.name
         except OSError:
             pass
-    checker = _Checker(raw, source, flags)
+    checker = _Checker(raw, source, flags, trusted=trusted)
     spec = checker.validate(PipelineSpec, raw, ())
     plan = Plan(spec=spec, source=source, name=name, steps={})
     _resolve_steps(plan, raw, checker, registry)
@@ -315,10 +317,19 @@ def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Pa
 class _Checker:
     """Validation that reports the file and line, or the command-line flag that set a value."""
 
-    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str]) -> None:
+    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str], *, trusted: bool = False) -> None:
         self.raw = raw
         self.source = source
         self.flags = flags
+        self.trusted = trusted
+
+    def path_rules(self, loc: tuple) -> PathRules:
+        """How the path options of the options at ``loc`` are checked: those a flag set (or all,
+        when a flag set the whole block, or for a trusted spec) may point anywhere."""
+        if self.trusted or any(tuple(loc[:len(path)]) == path for path in self.flags):
+            return PathRules(flagged=True)
+        return PathRules(flagged=frozenset(str(path[len(loc)]) for path in self.flags
+                                           if len(path) > len(loc) and path[:len(loc)] == tuple(loc)))
 
     def error(self, loc: tuple, message: str) -> ConfigError:
         # the flag that set this value (the most specific one), or one set below it
@@ -331,7 +342,7 @@ class _Checker:
 
     def validate(self, model: type[BaseModel], data: Any, loc: tuple, owner: str = "") -> Any:
         try:
-            return model.model_validate(data)
+            return model.model_validate(data, context={"paths": self.path_rules(loc)})
         except ValidationError as exc:
             err = exc.errors()[0]
             where = loc + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -342,7 +353,7 @@ class _Checker:
                 msg = f"missing required key '{where[-1]}'"
                 where = where[:-1]
             else:
-                msg = err["msg"]
+                msg = error_text(err)
             if owner:
                 msg += f" (options of {owner})"
             raise self.error(where, msg) from None

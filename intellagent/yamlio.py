@@ -74,6 +74,13 @@ def format_loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def error_text(err: dict) -> str:
+    """A pydantic error's message without the "Value error, " pydantic puts before the message
+    of a validator of ours."""
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ") if err.get("type") == "value_error" else msg
+
+
 def validate_data(model: type[M], data: Any, path: str | Path, *, context: dict | None = None) -> M:
     """Validate parsed YAML against ``model``; the first error names its file, line and key."""
     try:
@@ -81,7 +88,7 @@ def validate_data(model: type[M], data: Any, path: str | Path, *, context: dict 
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"]
+        msg = error_text(err)
         if err["type"] == "extra_forbidden":
             msg = f"unknown key '{loc[-1]}'" if loc else "unknown key"
         elif err["type"] == "missing":

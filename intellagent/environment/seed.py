@@ -15,6 +15,15 @@ from intellagent.errors import EnvironmentError_
 SEED_SUFFIXES = (".json", ".jsonl", ".csv")
 
 
+def seed_table(path: Path) -> str | None:
+    """The table a file named like a seed file is for (``users.json.gz`` → ``users``), else None."""
+    name = path.name.removesuffix(".gz")
+    for suffix in SEED_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name.removesuffix(suffix)
+    return None
+
+
 def find_seed_file(folder: Path, table: str) -> Path | None:
     for suffix in SEED_SUFFIXES:
         for candidate in (folder / f"{table}{suffix}", folder / f"{table}{suffix}.gz"):

@@ -55,7 +55,8 @@ def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Pa
 
     registry = registry or load_registry()
     if isinstance(pipeline, dict):
-        plan = plan_from_data(pipeline, Path("<test pipeline>"), registry, overrides=overrides)
+        plan = plan_from_data(pipeline, Path("<test pipeline>"), registry, overrides=overrides,
+                              trusted=True)
     else:
         plan = load_plan(pipeline, registry, overrides=overrides)
     if store is None:

@@ -24,6 +24,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
+from intellagent.paths import path_option
 from intellagent.steps import Sampler
 from intellagent.yamlio import read_yaml
 
@@ -31,6 +32,8 @@ from intellagent_plugins.apigen_mt.artefacts import ApiGraph, Blueprint, Bluepri
 from intellagent_plugins.apigen_mt.graph import _walk, identifier, records
 
 HERE = Path(__file__).parent
+PersonasFile = path_option("file", "personas file")
+ExamplesFile = path_option("file", "examples file")
 
 
 class Frequencies(StrictModel):
@@ -50,21 +53,14 @@ class ContextConfig(StrictModel):
     rules: int = Field(default=4, ge=0, description="Rules the policy sampler picks.")
     data_budget: int = Field(default=6000, ge=500, description="Characters of records the "
                                                                "domain-data sampler gives.")
-    personas: str | None = Field(default=None, description="YAML or JSON list of personas "
-                                 "(default: the shipped set).")
-    examples: str | None = Field(default=None, description="τ-bench-style task JSON of example "
-                                 "blueprints (default: the shipped set for the environment).")
+    personas: PersonasFile = Field(default=None, description="YAML or JSON list of personas "
+                                   "(default: the shipped set).")
+    examples: ExamplesFile = Field(default=None, description="τ-bench-style task JSON of example "
+                                   "blueprints (default: the shipped set for the environment).")
     examples_per_context: int = Field(default=2, ge=0)
     user_pool: int | None = Field(default=None, ge=1, description="Draw the users from a pool of "
                                   "this many (seeded), so that several blueprints share a user "
                                   "and can be recombined; all users when unset.")
-
-    @field_validator("personas", "examples")
-    @classmethod
-    def _exists(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).is_file():
-            raise ValueError(f"file '{value}' not found")
-        return value
 
     @field_validator("examples")
     @classmethod

@@ -15,20 +15,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
 
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
+from intellagent.paths import check_contained, inside
 from intellagent.steps import Generator, Sampler
 from intellagent_plugins.dialogue.state import StateCheck
 from intellagent_plugins.tau_bench.artefacts import TaskEvent, TaskSpec, TauTask
 
 
+def _task_file_name(value: str, info: ValidationInfo) -> str:
+    check_contained(value, "τ-bench task file", info)
+    return value
+
+
 class TasksConfig(StrictModel):
-    tasks: str = Field(description="τ-bench task file (JSON); relative paths are looked up in the "
-                                   "environment's data folder.")
+    tasks: Annotated[str, AfterValidator(_task_file_name)] = Field(
+        description="τ-bench task file (JSON); relative paths are looked up in the environment's "
+                    "data folder (and must stay inside it), then in the current folder.")
     trials: int = Field(default=1, ge=1, le=1000, description="Runs of each task, for pass^k.")
     indices: list[int] | None = Field(default=None, description="Only these task indices.")
 
@@ -37,7 +44,8 @@ def task_file(env, name: str) -> Path:
     path = Path(name)
     if not path.is_absolute():
         folders = {p.parent for p in env.seed_files.values()} or {env.path}
-        path = next((f / name for f in sorted(folders) if (f / name).is_file()), path)
+        found = (inside(f, name) for f in sorted(folders))
+        path = next((f for f in found if f is not None and f.is_file()), path)
     if not path.is_file():
         raise ConfigError(f"τ-bench task file '{name}' not found", file=path)
     return path

@@ -23,8 +23,8 @@ from pydantic import Field, ValidationError, field_validator
 
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
+from intellagent.paths import path_option
 from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Simulator, Statuses
-
 from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
 from intellagent_plugins.tooltalk.comparators import comparator, source_of
 from intellagent_plugins.tooltalk.equivalence import TextRule
@@ -36,13 +36,15 @@ from intellagent_plugins.tooltalk.scoring import assess
 CONVERSATION = Statuses(passed=["pass"], failed=["fail", "agent-error"])
 
 PACKAGE_SETS = ("easy", "hard")
+ConversationFolder = path_option("folder", "conversation folder")
 
 
 class ConversationsConfig(StrictModel):
     sets: list[str] = Field(default_factory=lambda: list(PACKAGE_SETS), description="ToolTalk's "
                             "sets from the installed nvidia-tooltalk package: easy, hard.")
-    folder: str | None = Field(default=None, description="A folder of conversations in ToolTalk's "
-                               "JSON format, instead of the package's sets; its name is their set.")
+    folder: ConversationFolder = Field(default=None, description="A folder of conversations in "
+                                       "ToolTalk's JSON format, instead of the package's sets; its "
+                                       "name is their set.")
     names: list[str] | None = Field(default=None, description="Only the conversations with these names.")
     limit: int | None = Field(default=None, ge=1, description="At most this many, in order.")
 
@@ -72,8 +74,6 @@ class Conversations(Sampler):
         c: ConversationsConfig = self.config
         if c.folder is not None:
             folder = Path(c.folder)
-            if not folder.is_dir():
-                raise ConfigError("conversation folder not found", file=folder)
             return [(folder.resolve().name, p) for p in sorted(folder.glob("*.json"))]
         from intellagent_plugins.tooltalk.environment.data import conversation_files
 

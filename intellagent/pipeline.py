@@ -61,6 +61,15 @@ class ModelSettings(StrictModel):
     api_key: str | None = Field(default=None, description="Refused: name an environment variable "
                                                           "with api_key_env instead.")
 
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a model name cannot be empty (e.g. gpt-4o-mini or mock/schema)")
+        if value != value.strip():
+            raise ValueError(f"model name {value!r} has spaces around it")
+        return value
+
     @field_validator("api_key")
     @classmethod
     def _no_literal_keys(cls, value: str | None) -> None:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.gates import Gate, parse_gate, unknown_gate_metric
 from intellagent.paths import PathRules
-from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
+from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
 from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
 from intellagent.yamlio import error_text, format_loc, line_of, read_yaml
@@ -544,6 +544,26 @@ def _listing(inputs: dict[str, TypeRef]) -> str:
     return ", ".join(f"{n}: {t}" for n, t in inputs.items()) or "none"
 
 
+def _check_models(plan: Plan, checker: _Checker, registry: Registry) -> None:
+    """Every model a role of this pipeline uses has a provider, and its provider's ``check``
+    (when it has one: the mock provider knows its models) finds nothing wrong, before any call."""
+    llm = plan.spec.llm
+    used = {role: ("llm", "roles", role) if role in llm.roles else ("llm", "default")
+            for role in sorted(plan.roles)}
+    for loc in dict.fromkeys(used.values()):
+        settings = llm.roles[loc[2]] if len(loc) == 3 else llm.default
+        name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+        try:
+            factory = registry.resolve("llm-provider", name).value
+        except IntellagentError as exc:
+            raise checker.error(loc + ("provider",) if settings.provider else loc + ("model",),
+                                exc.message) from None
+        check = getattr(factory, "check", None)
+        problem = check(settings) if check is not None else None
+        if problem:
+            raise checker.error(loc + ("model",), problem)
+
+
 def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -> None:
     spec = plan.spec
     roles: dict[str, str] = {}
@@ -562,6 +582,7 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
             known = ", ".join(sorted(roles)) or "none"
             raise checker.error(("llm", "roles", role), f"no step of this pipeline uses a model role "
                                 f"'{role}' (its roles: {known})")
+    _check_models(plan, checker, registry)
 
     refs = spec.metric_refs()
     declared = plan.declared_scores()
@@ -594,5 +615,73 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
     component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
     plan.executor = component.value(config)
     for param, dotted in spec.params.items():
-        if not dotted.startswith(("steps.", "llm.", "seed", "agent.")):
-            raise checker.error(("params", param), f"'{dotted}' is not a path into this pipeline")
+        if not _valid_param_name(param):
+            raise checker.error(("params", param), f"parameter name '{param}' must be lower-case "
+                                "letters, digits and '-' (it becomes the option --NAME)")
+        problem = _param_problem(plan, dotted)
+        if problem:
+            raise checker.error(("params", param), f"'{dotted}' is not a path into this pipeline: "
+                                f"{problem}")
+
+
+def _valid_param_name(name: str) -> bool:
+    return bool(name) and name[0].isalpha() and name == name.lower() \
+        and all(c.isalnum() or c == "-" for c in name)
+
+
+def _param_problem(plan: Plan, dotted: str) -> str | None:
+    """Why ``dotted`` (a ``params:`` entry) names nothing this pipeline has, or None: a step, one
+    of its options (as its plugin's options model declares them), a declared model role, a field
+    of the models' settings, the agent's or the executor's options, or the seed."""
+    head, *rest = dotted.split(".")
+    if head == "seed":
+        return "seed has no parts" if rest else None
+    if head == "steps":
+        if not rest or rest[0] not in plan.steps:
+            return f"no step named '{rest[0] if rest else ''}' (steps: {', '.join(plan.steps)})"
+        step = plan.steps[rest[0]]
+        return _path_problem(StepSpec, rest[1:], getattr(step.plugin, "Config", None), step.use)
+    if head == "agent":
+        if plan.agent is None:
+            return "no step of this pipeline talks to the agent under test"
+        return _path_problem(PluginRef, rest, getattr(plan.agent.value, "Config", None), plan.agent.name)
+    if head == "executor":
+        return _path_problem(PluginRef, rest, getattr(type(plan.executor), "Config", None), "the executor")
+    if head == "llm":
+        if rest[:1] == ["roles"]:
+            if len(rest) < 2 or rest[1] not in plan.roles:
+                return f"no model role '{rest[1] if len(rest) > 1 else ''}' (roles: " \
+                       f"{', '.join(sorted(plan.roles)) or 'none'})"
+            return _path_problem(ModelSettings, rest[2:])
+        return _path_problem(LLMSettings, rest)
+    return f"'{head}' is none of steps, llm, agent, executor, seed"
+
+
+def _path_problem(model: type[BaseModel] | None, parts: list[str], options: Any = None,
+                  owner: str = "") -> str | None:
+    """Why ``parts`` is no path of fields into ``model``, or None. ``with`` leads into
+    ``options`` (a plugin's options model)."""
+    if model is None or not parts:
+        return None
+    fields = {(f.alias or n): f for n, f in model.model_fields.items()} | dict(model.model_fields)
+    field_info = fields.get(parts[0])
+    if field_info is None:
+        known = ", ".join(f.alias or n for n, f in model.model_fields.items())
+        return f"'{parts[0]}' is not an option{f' of {owner}' if owner else ''} (options: {known or 'none'})"
+    if parts[0] == "with" and options is not None:
+        return _path_problem(options, parts[1:], None, owner)
+    inner = _model_in(field_info.annotation)
+    if inner is not None:
+        return _path_problem(inner, parts[1:])
+    if len(parts) > 1 and typing.get_origin(field_info.annotation) not in (dict, typing.Union, types.UnionType) \
+            and field_info.annotation not in (dict, Any):
+        return f"'{parts[0]}' holds a single value, not '{'.'.join(parts[1:])}'"
+    return None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model ``annotation`` is (or is optionally), else None."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] \
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType) else [annotation]
+    models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 and len(args) == 1 else None

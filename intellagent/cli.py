@@ -385,6 +385,9 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
         gates.append(gate)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
     _check_env(env, one_line=True)
+    if until is not None and until not in plan.steps:
+        raise IntellagentError(f"no step named '{until}' (steps: {', '.join(plan.steps)})", item="--until")
+    plan.check_environment(env, plan.upstream(until) if until else None)  # before the store is made
     store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,

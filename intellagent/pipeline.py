@@ -23,6 +23,13 @@ class PluginRef(StrictModel):
                                   description="Options, checked by the plugin's own config model.")
 
 
+class ExecutorRef(PluginRef):
+    """The executor: ``local`` unless named, so ``executor: {with: {...}}`` gives the local
+    one's options."""
+
+    use: str = "local"
+
+
 class StepSpec(PluginRef):
     """One step: a plugin of a stage kind, its options, and its wiring."""
 
@@ -156,7 +163,7 @@ class PipelineSpec(StrictModel):
                              "1 (README: Gates and exit codes).")
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
-    executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),
+    executor: ExecutorRef = Field(default_factory=ExecutorRef,
                                 description="How per-item work is spread: local (asyncio, the "
                                             "default), processes, ray.")
     store: str | None = Field(default=None, description="The store's SQLAlchemy URL, e.g. "

@@ -16,11 +16,12 @@ list get keys from the elements' ``id`` (else their position); nested fan-outs j
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -147,15 +148,32 @@ class Plan:
     gates: list[Gate] = field(default_factory=list)
     executor: Any = None
     roles: dict[str, str] = field(default_factory=dict)  # every declared role → description
+    checker: Any = None  # says where a value came from: the file and line, or a flag
+    flags: list[str] = field(default_factory=list)  # the flags that changed the file, in order
+    rebuild: Callable[[int], "Plan"] | None = None  # the plan from the file and the first k flags
 
-    def check_environment(self, env: Any, steps: list[str] | None = None) -> None:
+    def error(self, loc: tuple, message: str) -> IntellagentError:
+        """An error about the value at ``loc``, blamed on the flag that set it or on the file and
+        line that holds it."""
+        if self.checker is None:
+            return IntellagentError(message, item=format_loc(loc))
+        return self.checker.error(loc, message)
+
+    def check_environment(self, env: Any, steps: list[str] | None = None, *, blame: bool = True) -> None:
         """Each step's ``check(env)`` (of ``steps``, all by default): options that do not fit the
-        environment are refused in one line naming the step, before anything runs."""
-        for name in steps if steps is not None else self.steps:
-            check = getattr(self.steps[name].plugin, "check", None)
-            problem = check(env) if check is not None else None
-            if problem:
-                raise IntellagentError(problem, item=f"steps.{name}.with")
+        environment are refused in one line naming the step's options, before anything runs."""
+        try:
+            for name in steps if steps is not None else self.steps:
+                check = getattr(self.steps[name].plugin, "check", None)
+                problem = check(env) if check is not None else None
+                if problem:
+                    raise self.error(("steps", name, "with"), problem)
+        except IntellagentError as exc:
+            if self.rebuild is None or not blame:
+                raise
+            rebuild = self.rebuild
+            raise _blamed(exc, self.source, [(None, None, f) for f in self.flags],  # type: ignore[misc]
+                          lambda k: rebuild(k).check_environment(env, steps, blame=False)) from None
 
     def declared_scores(self) -> dict[str, ScoreSpec]:
         """Every score the steps declare, by name (two steps giving the same score: their
@@ -243,7 +261,18 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
             raise IntellagentError(f"no such option (this pipeline's parameters: {known})",
                                    item=f"--{name}")
         overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
-    flags = _apply_overrides(raw, _expand(raw, overrides), source)
+    overrides = _expand(raw, overrides)
+    original = copy.deepcopy(raw) if overrides else raw  # what the file itself says
+    try:
+        return _resolve_plan(raw, source, registry, overrides, trusted, original)
+    except IntellagentError as exc:
+        raise _blamed(exc, source, overrides, lambda k: _resolve_plan(
+            copy.deepcopy(original), source, registry, overrides[:k], trusted, original)) from None
+
+
+def _resolve_plan(raw: Any, source: Path, registry: Registry, overrides: list[tuple[str, Any, str]],
+                  trusted: bool, original: Any) -> Plan:
+    flags = _apply_overrides(raw, overrides, source)
     name = source.stem
     for comp in registry.components.get("pipeline", {}).values():
         try:
@@ -251,12 +280,34 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                 name = comp.name
         except OSError:
             pass
-    checker = _Checker(raw, source, flags, trusted=trusted)
+    checker = _Checker(raw, source, flags, trusted=trusted, original=original)
     spec = checker.validate(PipelineSpec, raw, ())
-    plan = Plan(spec=spec, source=source, name=name, steps={})
+    plan = Plan(spec=spec, source=source, name=name, steps={}, checker=checker)
     _resolve_steps(plan, raw, checker, registry)
     _resolve_rest(plan, raw, checker, registry)
+    if overrides:
+        plan.rebuild = lambda k: _resolve_plan(copy.deepcopy(original), source, registry,
+                                               overrides[:k], trusted, original)
+        plan.flags = [flag for _, _, flag in overrides]
     return plan
+
+
+def _blamed(exc: IntellagentError, source: Path, overrides: list[tuple[str, Any, str]],
+            attempt: Callable[[int], Any]) -> IntellagentError:
+    """``exc`` blamed on its true source. An error the pipeline file is blamed for, found with
+    flags applied, is the file's when the file alone has it, else the first flag that brings it
+    in (the file with the first k flags applied, k = 1, 2, ...): a flag that changes one step can
+    break the wiring of another."""
+    flags = [flag for _, _, flag in overrides]
+    if not flags or exc.item is not None or exc.file != str(source):
+        return exc
+    for k in range(len(flags) + 1):
+        try:
+            attempt(k)
+        except IntellagentError as again:
+            if again.message == exc.message:
+                return exc if k == 0 else ConfigError(exc.message, item=flags[k - 1])
+    return exc
 
 
 def parse_value(text: str) -> Any:
@@ -293,22 +344,25 @@ def _expand(raw: Any, overrides: list[tuple[str, Any, str]]) -> list[tuple[str, 
 
 
 def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Path) -> dict[tuple, str]:
+    """Set each (dotted path, value, flag) in ``raw``; {path: flag} of what the flags set. A path
+    that leads into a value that is no mapping is the flag's fault: it names something the
+    pipeline does not have."""
     flags: dict[tuple, str] = {}
     for dotted, value, flag in overrides:
         node = raw
         parts = dotted.split(".")
+        if not all(parts):
+            raise IntellagentError(f"cannot set '{dotted}': a part of the path is empty", item=flag)
         for i, part in enumerate(parts[:-1]):
-            if not isinstance(node, dict):
-                raise IntellagentError(f"cannot set '{dotted}': '{part}' is not a mapping", item=flag)
             if not isinstance(node.get(part), dict):
-                if part in node:  # the file's own value (null, a scalar) is what is wrong
-                    raise ConfigError(f"{'.'.join(parts[:i + 1])}: expected a mapping (set by {flag}), "
-                                      f"got {node[part]!r}", file=source,
-                                      line=line_of(raw, tuple(parts[:i + 1])))
+                if part in node:
+                    where = ".".join(parts[:i + 1])
+                    line = line_of(raw, tuple(parts[:i + 1]))
+                    raise IntellagentError(f"cannot set '{dotted}': {where} is {node[part]!r}"
+                                           f"{f' ({source}:{line})' if line else ''}, not a mapping",
+                                           item=flag)
                 node[part] = {}
             node = node[part]
-        if not isinstance(node, dict):
-            raise IntellagentError(f"cannot set '{dotted}'", item=flag)
         node[parts[-1]] = value
         flags[tuple(parts)] = flag
     return flags
@@ -317,11 +371,31 @@ def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Pa
 class _Checker:
     """Validation that reports the file and line, or the command-line flag that set a value."""
 
-    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str], *, trusted: bool = False) -> None:
+    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str], *, trusted: bool = False,
+                 original: Any = None) -> None:
         self.raw = raw
         self.source = source
         self.flags = flags
         self.trusted = trusted
+        self.original = raw if original is None else original
+
+    def flag_for(self, loc: tuple) -> str | None:
+        """The flag to blame for the value at ``loc``: the one that set it or what holds it (the
+        most specific), else, when the file has no such value, the flag that made it; None
+        when the value is the file's."""
+        holders = [(len(path), flag) for path, flag in self.flags.items() if tuple(loc[:len(path)]) == path]
+        if holders:
+            return max(holders)[1]
+        node = self.original
+        for depth, key in enumerate(loc):
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:  # the file stops here: a flag that set something below made the rest
+                made = [flag for path, flag in self.flags.items() if path[:depth + 1] == tuple(loc[:depth + 1])]
+                return made[0] if made else None
+        return None
 
     def path_rules(self, loc: tuple) -> PathRules:
         """How the path options of the options at ``loc`` are checked: those a flag set (or all,
@@ -332,11 +406,9 @@ class _Checker:
                                            if len(path) > len(loc) and path[:len(loc)] == tuple(loc)))
 
     def error(self, loc: tuple, message: str) -> ConfigError:
-        # the flag that set this value (the most specific one), or one set below it
-        matches = [(len(path), flag) for path, flag in self.flags.items()
-                   if tuple(loc[:len(path)]) == path or (loc and tuple(path[:len(loc)]) == tuple(loc))]
-        if matches:
-            return ConfigError(f"{format_loc(loc)}: {message}", item=max(matches)[1])
+        flag = self.flag_for(loc)
+        if flag is not None:
+            return ConfigError(f"{format_loc(loc)}: {message}", item=flag)
         return ConfigError(f"{format_loc(loc)}: {message}" if loc else message, file=self.source,
                            line=line_of(self.raw, loc))
 

@@ -241,10 +241,10 @@ def test_a_steps_options_the_environment_cannot_serve_are_refused_before_anythin
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text(PIPELINE.read_text().replace("graph: {use: policy-graph}", "graph: {use: picky/picky-graph}"))
     result = runner.invoke(cli, ["validate", "education", "--pipeline", str(pipeline)], obj={"plugins": (plugin,)})
-    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    assert result.exit_code == 2 and result.stderr == f"error: {pipeline}:8: steps.graph.with: education has no book_reservation tool\n"
     result = run_cli(runner, "education", "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws"),
                      obj={"plugins": (plugin,)})
-    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    assert result.exit_code == 2 and result.stderr == f"error: {pipeline}:8: steps.graph.with: education has no book_reservation tool\n"
     assert not list((tmp_path / "ws").glob("runs/*"))  # no run was started
     result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "2", "--workspace", str(tmp_path / "ok"),
                      obj={"plugins": (plugin,)})

@@ -527,7 +527,8 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
 @click.argument("run_b", default="latest")
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
-@click.option("--changes", default=20, show_default=True, help="Item changes to list.")
+@click.option("--changes", type=click.IntRange(0, 100_000), default=20, show_default=True,
+              help="Item changes to list.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a rate of B is worse than "
               "A's and the 95 % interval of the difference excludes 0.")
 @STORE_OPTION

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Iterable, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.model import StrictModel
 from intellagent.steps import PASS_FAIL, NoOptions, Score
 
@@ -446,7 +447,7 @@ class ListingConfig(StrictModel):
     statuses: list[str] = Field(description="List the items that ended with these statuses.")
     title: str | None = None
     description: str = ""
-    limit: int = Field(default=1000, ge=1)
+    limit: int = Field(default=1000, ge=1, le=MAX_ITEMS)
 
 
 class ListingMetric(Metric):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
 from intellagent.prompts import PromptsFolder
@@ -86,7 +87,8 @@ class IntentsConfig(StrictModel):
                                          "environment's procedures/ folder, if it has one.")
     environment_procedures: bool = Field(default=True, description="Use the environment's "
                                          "procedures/ folder when no folder is given.")
-    count: int = Field(default=10, ge=1, description="Intents to generate when none are given.")
+    count: int = Field(default=10, ge=1, le=MAX_ITEMS,
+                       description="Intents to generate when none are given.")
     domain: str | None = Field(default=None, description="The domain to generate intents and "
                                "procedures for; default: the environment's description and prompt.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
@@ -151,7 +153,8 @@ class ProcedureList(BaseModel):
 
 
 class ProceduresConfig(StrictModel):
-    per_intent: int = Field(default=2, ge=1, description="Procedures to generate per intent (the "
+    per_intent: int = Field(default=2, ge=1, le=MAX_TURNS,
+                            description="Procedures to generate per intent (the "
                             "paper: 2); given procedures are used as they are.")
     domain: str | None = None
     prompts: PromptsFolder = None

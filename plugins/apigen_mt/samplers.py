@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from intellagent.bounds import MAX_CHARS, MAX_ITEMS, MAX_TURNS
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
@@ -47,18 +48,21 @@ class Frequencies(StrictModel):
 
 
 class ContextConfig(StrictModel):
-    blueprints: int = Field(default=20, ge=1, description="Blueprints to generate (one context each).")
-    max_writes: int = Field(default=2, ge=1, description="Write tools per API walk, at most.")
+    blueprints: int = Field(default=20, ge=1, le=MAX_ITEMS,
+                            description="Blueprints to generate (one context each).")
+    max_writes: int = Field(default=2, ge=1, le=MAX_TURNS,
+                            description="Write tools per API walk, at most.")
     frequencies: Frequencies = Field(default_factory=Frequencies)
-    rules: int = Field(default=4, ge=0, description="Rules the policy sampler picks.")
-    data_budget: int = Field(default=6000, ge=500, description="Characters of records the "
-                                                               "domain-data sampler gives.")
+    rules: int = Field(default=4, ge=0, le=MAX_TURNS, description="Rules the policy sampler picks.")
+    data_budget: int = Field(default=6000, ge=500, le=MAX_CHARS, description="Characters of records "
+                             "the domain-data sampler gives.")
     personas: PersonasFile = Field(default=None, description="YAML or JSON list of personas "
                                    "(default: the shipped set).")
     examples: ExamplesFile = Field(default=None, description="τ-bench-style task JSON of example "
                                    "blueprints (default: the shipped set for the environment).")
-    examples_per_context: int = Field(default=2, ge=0)
-    user_pool: int | None = Field(default=None, ge=1, description="Draw the users from a pool of "
+    examples_per_context: int = Field(default=2, ge=0, le=MAX_TURNS)
+    user_pool: int | None = Field(default=None, ge=1, le=MAX_ITEMS,
+                                  description="Draw the users from a pool of "
                                   "this many (seeded), so that several blueprints share a user "
                                   "and can be recombined; all users when unset.")
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
+from intellagent.bounds import MAX_PARALLEL
 from intellagent.errors import IntellagentError
 from intellagent.executors import SharedExecutor, SharedRun
 from intellagent.worker import run_worker
@@ -21,11 +22,14 @@ class RayConfig(StrictModel):
     address: str | None = Field(default=None, description="The cluster: 'auto' (the one this "
                                 "machine is part of), 'ray://HOST:10001' (Ray Client), or empty to "
                                 "start a local Ray instance.")
-    workers: int = Field(default=2, ge=1, description="Ray tasks working on the run.")
-    num_cpus: float = Field(default=1.0, gt=0, description="CPUs Ray reserves per worker.")
-    max_concurrency: int | None = Field(default=None, ge=1, description="Model requests in flight "
+    workers: int = Field(default=2, ge=1, le=MAX_PARALLEL, description="Ray tasks working on the run.")
+    num_cpus: float = Field(default=1.0, gt=0, le=MAX_PARALLEL,
+                            description="CPUs Ray reserves per worker.")
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
+                                        description="Model requests in flight "
                                         "per worker (default: llm.max_concurrency).")
-    items_in_flight: int | None = Field(default=None, ge=1, description="Items in progress at "
+    items_in_flight: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
+                                        description="Items in progress at "
                                         "once per worker.")
     driver_works: bool = Field(default=True, description="This process takes items too.")
     runtime_env: dict[str, Any] | None = Field(default=None, description="Ray runtime "

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, ValidationError, ValidationInfo
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.paths import check_contained, inside
@@ -37,7 +38,8 @@ class TasksConfig(StrictModel):
         description="τ-bench task file (JSON); relative paths are looked up in the environment's "
                     "data folder (and must stay inside it), then in the current folder.")
     trials: int = Field(default=1, ge=1, le=1000, description="Runs of each task, for pass^k.")
-    indices: list[int] | None = Field(default=None, description="Only these task indices.")
+    indices: list[int] | None = Field(default=None, max_length=MAX_ITEMS, description="Only these task "
+                                      "indices.")
 
 
 def task_file(env, name: str) -> Path:

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
+from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
@@ -46,7 +47,8 @@ class ConversationsConfig(StrictModel):
                                        "ToolTalk's JSON format, instead of the package's sets; its "
                                        "name is their set.")
     names: list[str] | None = Field(default=None, description="Only the conversations with these names.")
-    limit: int | None = Field(default=None, ge=1, description="At most this many, in order.")
+    limit: int | None = Field(default=None, ge=1, le=MAX_ITEMS,
+                              description="At most this many, in order.")
 
 
 def read_conversation(path: Path, set_name: str) -> Conversation:
@@ -118,7 +120,8 @@ class ReplayConfig(StrictModel):
     tools: ToolChoice = Field(default="all", description="Tools offered to the agent: all 28, "
                               "those of the conversation's plugins, or only those it uses "
                               "(ToolTalk's api_mode all / suite / exact).")
-    max_calls: int = Field(default=20, ge=1, description="Calls one assistant turn may make "
+    max_calls: int = Field(default=20, ge=1, le=MAX_TURNS,
+                           description="Calls one assistant turn may make "
                            "before it is cut off.")
 
 

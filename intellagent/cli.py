@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,9 @@ STORE_OPTION = click.option(
     "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
     "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "
     "intellagent.db in the workspace).")
+
+
+NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 and later
 
 
 class Context:
@@ -84,6 +88,35 @@ class IntellagentGroup(click.Group):
             return super().invoke(ctx)
         except IntellagentError as exc:
             _fail(exc)
+        except OSError as exc:  # a path of the user's that cannot be read or written
+            if exc.filename is None:
+                raise
+            error = IntellagentError(exc.strerror or type(exc).__name__, file=exc.filename)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):  # the machine, not the input
+                error.exit_code = 3
+            _fail(error)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Click's own, except that a usage error (an unknown option, a value out of its range)
+        is one line like every other bad input, not click's usage block."""
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except NO_ARGS as exc:  # a bare `intellagent`: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            click.echo(f"error: {where}{' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 def _fail(exc: IntellagentError) -> None:
@@ -367,7 +400,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     if budget is not None:
         overrides.append(("llm.budget_usd", budget, "--budget"))
     if executor is not None or ray_address is not None:
-        overrides.append(("executor", {"use": executor or "ray"}, "--executor"))
+        overrides.append(("executor", {"use": executor if executor is not None else "ray"}, "--executor"))
     if ray_address is not None:
         overrides.append(("executor.with.address", ray_address, "--ray-address"))
     if workers is not None:
@@ -388,6 +421,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
     if until is not None and until not in plan.steps:
         raise IntellagentError(f"no step named '{until}' (steps: {', '.join(plan.steps)})", item="--until")
     plan.check_environment(env, plan.upstream(until) if until else None)  # before the store is made
+    plan.check_providers(registry, plan.upstream(until) if until else None)
     store = open_store(workspace, store_url, plan.spec.store)
     result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm,
@@ -507,9 +541,13 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     store = _existing_workspace(workspace, store_url)
     plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
-    if formats:
+    if formats is not None:
+        names = [f.strip() for f in formats.split(",") if f.strip()]
+        if not names:
+            raise IntellagentError(f"names no reporter (reporters: {', '.join(_reporters(registry))})",
+                                   item="--format")
         reporters = []
-        for name in (f.strip() for f in formats.split(",") if f.strip()):
+        for name in names:
             try:
                 component = registry.resolve("reporter", name)
             except IntellagentError as exc:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from intellagent.bounds import MAX_PARALLEL, MAX_ROUNDS, MAX_SECONDS
-from intellagent.model import StrictModel
+from intellagent.model import HttpURL, StrictModel
 
 
 class PluginRef(StrictModel):
@@ -52,7 +52,7 @@ class ModelSettings(StrictModel):
                                                            "for mock/... models, else 'openai'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific options "
                                     "(e.g. replies for mock/scripted, function for mock/function).")
-    base_url: str | None = Field(default=None, description="Any OpenAI-compatible endpoint.")
+    base_url: HttpURL | None = Field(default=None, description="Any OpenAI-compatible endpoint.")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable "
                                                               "holding the API key.")
     temperature: float | None = Field(default=None, ge=0, le=2)

@@ -184,6 +184,24 @@ class Plan:
                 out[name] = merge_scores(out[name], spec) if name in out else spec
         return out
 
+    def check_providers(self, registry: Registry, steps: list[str] | None = None) -> None:
+        """Build the provider of every model role ``steps`` (all by default) use, so that what
+        only this machine can say (a missing API key, a real model while offline) stops the run
+        before it starts, naming the role, not at the role's first call."""
+        names = steps if steps is not None else list(self.steps)
+        roles = {r for n in names for r in self.steps[n].roles}
+        if any(self.steps[n].uses_agent for n in names) and self.agent is not None:
+            roles |= set(getattr(self.agent.value, "roles", {}) or {})
+        llm = self.spec.llm
+        for role in sorted(roles):
+            settings = llm.for_role(role)
+            name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+            try:
+                registry.resolve("llm-provider", name).value(settings, seed=self.spec.seed)
+            except IntellagentError as exc:
+                loc = ("llm", "roles", role, "model") if role in llm.roles else ("llm", "default", "model")
+                raise self.error(loc, f"role {role}: {exc.message}") from None
+
     def upstream(self, step: str) -> list[str]:
         """``step`` and every step it depends on, in execution order."""
         needed = {step}

@@ -17,7 +17,8 @@ from intellagent.environment.manifest import EnvironmentManifest
 from intellagent.environment.refs import ReferenceError_, load_module, resolve
 from intellagent.environment.seed import find_seed_file, read_seed, seed_table
 from intellagent.environment.tools import Tool, ToolsFile, ToolSpec, bind_tool
-from intellagent.environment.validators import Validator, collect_validators, validate_database
+from intellagent.environment.validators import (Validator, collect_validators, signature_problem,
+                                                validate_database)
 from intellagent.errors import EnvironmentError_, IntellagentError
 from intellagent.paths import inside
 from intellagent.yamlio import line_of, load_model, read_yaml, validate_data
@@ -120,9 +121,18 @@ class Environment(BaseModel):
             except Exception as exc:
                 raise EnvironmentError_(f"seed loader {self.seed_loader} failed: {type(exc).__name__}: "
                                         f"{exc}", file=self.path / MANIFEST) from None
+            shape = f"seed loader {self.seed_loader} must return {{table: {{key: record}}}}"
             if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-                raise EnvironmentError_(f"seed loader {self.seed_loader} must return {{table: {{key: "
-                                        "record}}}", file=self.path / MANIFEST)
+                raise EnvironmentError_(shape, file=self.path / MANIFEST)
+            for table, rows in data.items():
+                if self.db_schema is not None and table not in self.db_schema.tables:
+                    raise EnvironmentError_(f"seed loader {self.seed_loader} gives rows for a table the "
+                                            f"schema lacks: '{table}' (tables: "
+                                            f"{', '.join(self.db_schema.tables)})", file=self.path / MANIFEST)
+                odd = next((k for k, r in rows.items() if not isinstance(r, dict)), None)
+                if odd is not None:
+                    raise EnvironmentError_(f"{shape}: {table}[{odd!r}] is a {type(rows[odd]).__name__}",
+                                            file=self.path / MANIFEST)
             self._loaded = data
         return self._loaded
 
@@ -278,7 +288,17 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
             env._problems.append(EnvironmentError_(f"validators: {exc}", file=manifest_path,
                                                    line=at("validators")))
         else:
-            env._validators = collect_validators(module)
+            validators = collect_validators(module)
+            if not validators:
+                env._problems.append(EnvironmentError_(
+                    f"validators: '{manifest.validators}' holds no function marked @row_validator or "
+                    "@database_validator", file=manifest_path, line=at("validators")))
+            for v in validators:  # one that cannot be called is reported here, not once per row
+                problem = signature_problem(v)
+                if problem:
+                    env._problems.append(EnvironmentError_(problem, file=manifest_path, line=at("validators")))
+                else:
+                    env._validators.append(v)
             if schema is not None:
                 for v in env._validators:
                     if v.kind == "row" and v.table not in schema.tables:

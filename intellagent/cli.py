@@ -208,8 +208,26 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
     if pipeline is not None:
         plan = load_plan(pipeline, registry, overrides=overrides)
+        _same_environment(plan, registry, env)
         plan.check_environment(env)
         _echo_plan(plan)
+
+
+def _same_environment(plan: Any, registry: Registry, env: Any) -> None:
+    """A pipeline that names its environment (``environment:``) runs on that one only."""
+    from intellagent.envs import environment_path
+
+    named = plan.spec.environment
+    if not named:
+        return
+    try:
+        path = environment_path(registry, named)
+    except IntellagentError as exc:
+        raise plan.error(("environment",), exc.message) from None
+    folder = path.parent if path.name == "environment.yaml" else path
+    if folder.resolve() != Path(env.path).resolve():
+        raise plan.error(("environment",), f"this pipeline is for environment '{named}', not "
+                         f"'{env.name}' (drop environment: from the pipeline to run it on any)")
 
 
 def _is_pipeline_name(registry: Registry, target: str) -> bool:
@@ -417,6 +435,7 @@ def run(ctx: click.Context, environment: str, pipeline: str | None, until: str |
             raise IntellagentError(problem, item=f"--fail-under {text}")
         gates.append(gate)
     env = load_environment(environment_path(registry, environment), data=data, prompt=prompt_file)
+    _same_environment(plan, registry, env)
     _check_env(env, one_line=True)
     if until is not None and until not in plan.steps:
         raise IntellagentError(f"no step named '{until}' (steps: {', '.join(plan.steps)})", item="--until")

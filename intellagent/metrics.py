@@ -444,7 +444,8 @@ class CountsMetric(Metric):
 
 class ListingConfig(StrictModel):
     step: str = Field(description="The step whose items to list.")
-    statuses: list[str] = Field(description="List the items that ended with these statuses.")
+    statuses: list[str] = Field(min_length=1, description="List the items that ended with these "
+                                "statuses.")
     title: str | None = None
     description: str = ""
     limit: int = Field(default=1000, ge=1, le=MAX_ITEMS)

@@ -701,6 +701,9 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
     for i, entry in enumerate(spec.report):
         ref = entry if isinstance(entry, PluginRef) else PluginRef(use=entry)
         component, config = _resolve(registry, checker, "reporter", ref, ("report", i))
+        if any(type(r) is component.value for r in plan.reporters):
+            raise checker.error(("report", i), f"'{ref.use}' is named twice (one reporter writes one "
+                                "report)")
         plan.reporters.append(component.value(config))
     component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
     plan.executor = component.value(config)

@@ -27,7 +27,7 @@ from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
 from intellagent.steps import Sampler
-from intellagent.yamlio import read_yaml
+from intellagent.yamlio import read_json, read_yaml
 
 from intellagent_plugins.apigen_mt.artefacts import ApiGraph, Blueprint, BlueprintContext, Call
 from intellagent_plugins.apigen_mt.graph import _walk, identifier, records
@@ -66,6 +66,17 @@ class ContextConfig(StrictModel):
                                   "this many (seeded), so that several blueprints share a user "
                                   "and can be recombined; all users when unset.")
 
+    @field_validator("personas")
+    @classmethod
+    def _personas(cls, value: str | None) -> str | None:
+        """A bad persona file is refused with the pipeline, before any step runs."""
+        if value is not None:
+            try:
+                load_personas(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
     @field_validator("examples")
     @classmethod
     def _examples(cls, value: str | None) -> str | None:
@@ -80,7 +91,7 @@ class ContextConfig(StrictModel):
 
 def load_personas(path: str | None) -> list[str]:
     source = Path(path) if path else HERE / "personas.yaml"
-    data = read_yaml(source) if source.suffix in (".yaml", ".yml") else json.loads(source.read_text())
+    data = read_yaml(source) if source.suffix in (".yaml", ".yml") else read_json(source)
     if not isinstance(data, list) or not data or not all(isinstance(p, str) and p.strip() for p in data):
         raise ConfigError("personas must be a non-empty list of strings", file=source)
     return [str(p) for p in data]
@@ -161,7 +172,7 @@ class BlueprintContexts(Sampler):
         c = self.config
         files = [Path(c.personas) if c.personas else HERE / "personas.yaml"]
         files += [Path(c.examples)] if c.examples else sorted((HERE / "examples").glob("*.json"))
-        return {p.name: p.read_text(encoding="utf-8") for p in files}
+        return {p.name: p.read_text(encoding="utf-8", errors="surrogateescape") for p in files}
 
     def run(self, ctx, graph: ApiGraph) -> list[BlueprintContext]:
         c = self.config

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
 from intellagent.paths import check_contained, inside
 from intellagent.steps import Generator, Sampler
+from intellagent.yamlio import read_json
 from intellagent_plugins.dialogue.state import StateCheck
 from intellagent_plugins.tau_bench.artefacts import TaskEvent, TaskSpec, TauTask
 
@@ -53,24 +53,29 @@ def task_file(env, name: str) -> Path:
     return path
 
 
-def read_tasks(path: Path) -> list[TauTask]:
+def read_tasks(path: Path, env: Any = None) -> list[TauTask]:
     """The tasks of a τ-bench task file (a JSON list), each with its index (its position when
-    the file gives none)."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    the file gives none). A file with no task, an entry of the wrong shape, or an action that
+    calls no tool of ``env`` is one line naming the file and the entry."""
+    raw = read_json(path)
     if not isinstance(raw, list):
-        raise ConfigError("a task file is a JSON list of tasks", file=path)
+        raise ConfigError("a task file is a JSON list of tasks", file=path, line=1)
+    if not raw:
+        raise ConfigError("holds no task", file=path)
     tasks = []
     for position, entry in enumerate(raw):
         try:
-            tasks.append(TauTask.model_validate({"index": position, **entry}
-                                                if isinstance(entry, dict) else entry))
+            task = TauTask.model_validate({"index": position, **entry} if isinstance(entry, dict) else entry)
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"task {position}: {where}: {err['msg']}", file=path) from None
+            raise ConfigError(f"task {position}: {where + ': ' if where else ''}{err['msg']}",
+                              file=path) from None
+        unknown = [a.name for a in task.actions if env is not None and env.tools and a.name not in env.tools]
+        if unknown:
+            raise ConfigError(f"task {position}: action '{unknown[0]}' is no tool of environment "
+                              f"'{env.name}'", file=path)
+        tasks.append(task)
     return tasks
 
 
@@ -82,10 +87,19 @@ class TauTasks(Sampler):
     output = list[TaskSpec]
 
     def run(self, ctx) -> list[TaskSpec]:
-        wanted = set(self.config.indices) if self.config.indices is not None else None
-        return [spec for task in read_tasks(task_file(ctx.env, self.config.tasks))
-                if wanted is None or task.index in wanted
-                for spec in TaskSpec.trials_of(task, self.config.trials)]
+        path = task_file(ctx.env, self.config.tasks)
+        tasks = read_tasks(path, ctx.env)
+        if self.config.indices is not None:
+            wanted = set(self.config.indices)
+            tasks = [t for t in tasks if t.index in wanted]
+            missing = sorted(wanted - {t.index for t in tasks})
+            if missing:
+                raise ConfigError(f"indices {missing} name no task of {path.name}",
+                                  item="steps.tasks.with.indices")
+        if len(tasks) * self.config.trials > MAX_ITEMS:
+            raise ConfigError(f"{len(tasks):,} tasks × {self.config.trials} trials is more than the "
+                              f"{MAX_ITEMS:,} items a step may make (README: Bounds)", file=path)
+        return [spec for task in tasks for spec in TaskSpec.trials_of(task, self.config.trials)]
 
 
 class TauTaskEvents(Generator):

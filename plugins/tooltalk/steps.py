@@ -26,6 +26,7 @@ from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
 from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Simulator, Statuses
+from intellagent.yamlio import read_json
 from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
 from intellagent_plugins.tooltalk.comparators import comparator, source_of
 from intellagent_plugins.tooltalk.equivalence import TextRule
@@ -52,10 +53,10 @@ class ConversationsConfig(StrictModel):
 
 
 def read_conversation(path: Path, set_name: str) -> Conversation:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"not a ToolTalk conversation: expected a JSON object, got a {type(data).__name__}",
+                          file=path, line=1)
     try:
         return Conversation.model_validate({**data, "set": set_name})
     except ValidationError as exc:

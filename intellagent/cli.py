@@ -563,8 +563,8 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     if formats is not None:
         names = [f.strip() for f in formats.split(",") if f.strip()]
         if not names:
-            raise IntellagentError(f"names no reporter (reporters: {', '.join(_reporters(registry))})",
-                                   item="--format")
+            known = ", ".join(sorted(c.short_name for c in registry.components["reporter"].values()))
+            raise IntellagentError(f"names no reporter (reporters: {known})", item="--format")
         reporters = []
         for name in names:
             try:

@@ -59,7 +59,7 @@ def test_a_fault_of_the_file_is_the_files_whatever_flags_change_beside_it(old, n
 FLAG_FAULTS = [
     (["--set", "steps.specs.use=uniform-walk", "--set", "steps.graph.use=uniform-walk"], "--set steps.graph.use",
      "steps.graph: input 'graph' (PolicyGraph) of 'intellagent/uniform-walk' is not wired"),
-    (["--set", "steps.specs.use=tau-tasks"], "--set steps.specs.use", "missing required key 'tasks'"),
+    (["--set", "steps.specs.use=tau-bench/tasks"], "--set steps.specs.use", "missing required key 'tasks'"),
     (["--set", "seed.x=1"], "--set seed.x", "cannot set 'seed.x': seed is 3"),
     (["--set", "steps.specs.with.complexity=[5, 1]"], "--set steps.specs.with.complexity",
      "complexity must be [low, high]"),

@@ -67,13 +67,13 @@ def test_a_task_file_too_long_for_its_trials_is_refused_naming_it(runner, tmp_pa
     tasks = tmp_path / "tasks.json"
     tasks.write_text(json.dumps([{"user_id": "u", "instruction": "i", "actions": [], "outputs": []}] * 60_000))
     result = runner.invoke(cli, ["run", "retail", "--pipeline", "tau-bench", "--tasks", str(tasks),
-                                 "--trials", "2", "--agent", "tau-oracle", "--workspace", str(tmp_path / "ws")])
+                                 "--trials", "2", "--agent", "tau-bench/oracle", "--workspace", str(tmp_path / "ws")])
     assert_one_clean_line(result, "tasks.json", f"60,000 tasks × 2 trials is more than the {MAX_ITEMS:,} items")
 
 
 def test_the_runner_refuses_a_step_past_the_bound_however_it_got_there(runner, tmp_path, monkeypatch):
     """A list longer than the bound, and fan-outs whose items add up past it."""
-    monkeypatch.setattr("intellagent.runner.MAX_ITEMS", 5)
+    monkeypatch.setattr("intellagent.bounds.MAX_ITEMS", 5)
     result = runner.invoke(cli, ["run", "education", "--events", "6", "--workspace", str(tmp_path / "ws")])
     assert_one_clean_line(result, "step specs", "'intellagent/weighted-walk' gave 6 items; a step may make "
                           "at most 5")

@@ -179,8 +179,8 @@ def test_a_path_given_on_the_command_line_may_be_anywhere(runner, tmp_path, monk
 def test_a_task_file_a_pipeline_file_names_stays_inside(tasks, runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p.yaml").write_text(
-        "agent: {use: tau-oracle}\nsteps:\n"
-        f"  tasks: {{use: tau-tasks, with: {{tasks: '{tasks}'}}}}\n")
+        "agent: {use: tau-bench/oracle}\nsteps:\n"
+        f"  tasks: {{use: tau-bench/tasks, with: {{tasks: '{tasks}'}}}}\n")
     result = runner.invoke(cli, ["run", "retail", "--pipeline", "p.yaml", "--workspace", "ws"])
     assert_one_clean_line(result, "p.yaml:3", f"τ-bench task file '{tasks}' points outside the current folder")
 

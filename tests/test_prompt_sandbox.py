@@ -89,7 +89,7 @@ FUNCTION = "--set llm.default.model=mock/function --set llm.default.options.func
 RUNS = [
     "SHOP --events 3",
     "airline --events 2 --set steps.graph.with.edges=pairwise",
-    f"retail --pipeline apigen-mt --agent tau-oracle {FUNCTION}test_apigen_mt:fake_model --blueprints 8 "
+    f"retail --pipeline apigen-mt --agent tau-bench/oracle {FUNCTION}test_apigen_mt:fake_model --blueprints 8 "
     "--trials 2 --pairs 2 --set steps.contexts.with.user_pool=2 --set steps.dialogs.with.candidates=2",
     f"tooltalk --pipeline tooltalk-generate {FUNCTION}tooltalk_writer:reply --requests 2",
     f"almita --pipeline almita {FUNCTION}almita_script:answer --paths 1",
@@ -117,7 +117,7 @@ def test_the_built_in_prompts_render_as_they_did_outside_the_sandbox(shop, runne
     compared = PromptFiles.render
 
     def render(self: PromptFiles, name: str, **values):
-        rendered.add((Path(self.builtin).parent.name, name))
+        rendered.add((self.file(name).parent.parent.name, name))
         return compared(self, name, **values)
 
     with pytest.MonkeyPatch.context() as patch:

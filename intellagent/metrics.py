@@ -88,7 +88,7 @@ class MetricResult(BaseModel):
     title: str
     description: str = ""
     headline: str | None = Field(default=None, description="One line for the terminal summary.")
-    values: dict[str, float | int | None] = Field(default_factory=dict)
+    values: dict[str, int | float | None] = Field(default_factory=dict)
     columns: list[Column] = Field(default_factory=list)
     rows: list[dict[str, Any]] = Field(default_factory=list)
     charts: list[Chart] = Field(default_factory=list)

@@ -114,6 +114,7 @@ def kill_when(args: list[str], workspace: Path, ready, env: dict) -> None:
     proc.wait()
 
 
+@pytest.mark.slow  # kills a run in a subprocess
 def test_killed_run_resumes_to_the_same_report(tmp_path):
     """Kill a run half-way (SIGKILL), run it again: it finishes without redoing finished items or
     repeating model calls, and its report equals an uninterrupted run's."""

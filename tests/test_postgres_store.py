@@ -16,6 +16,8 @@ from intellagent.cli import cli
 from intellagent.errors import IntellagentError
 from intellagent.store import MIGRATIONS, Store
 
+pytestmark = pytest.mark.slow  # starts a PostgreSQL server
+
 ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "12",
         "--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
 

@@ -38,6 +38,7 @@ def run(python: Path, *args: str, cwd: Path | None = None) -> subprocess.Complet
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
+@pytest.mark.slow  # installs the project into a fresh virtualenv
 def test_new_env_round_trip_in_a_fresh_virtualenv(tmp_path):
     python = fresh_venv(tmp_path / "venv")
     made = run(python, "-m", "intellagent", "new-env", "retail", "--dir", str(tmp_path))

@@ -125,5 +125,6 @@ def test_the_built_in_prompts_render_as_they_did_outside_the_sandbox(shop, runne
         for i, args in enumerate(RUNS):
             result = runner.invoke(cli, ["run", *args.replace("SHOP", str(shop)).split(),
                                          "--workspace", str(tmp_path / f"ws{i}")])
-            assert result.exit_code == 0, (args, result.output)
+            # a run whose mock answers leave items unfinished exits 3: it rendered all the same
+            assert result.exit_code in (0, 3), (args, result.output)
     assert BUILT_IN - ELSEWHERE <= rendered, sorted(BUILT_IN - ELSEWHERE - rendered)

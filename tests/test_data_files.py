@@ -27,6 +27,8 @@ TASK_FILES = [
     (json.dumps([{**TASK, "actions": [{"name": "teleport", "kwargs": {}}]}]), "t.json",
      "task 0: action 'teleport' is no tool of environment 'retail'"),
     ("[]", "t.json", "holds no task"),
+    (json.dumps([{**TASK, "instruction": " "}]), "t.json", "task 0: no instruction"),
+    (json.dumps([{"foo": 1}]), "t.json", "task 0: no instruction"),
     ("[" * 50_000 + "]" * 50_000, "t.json", "invalid JSON: nested too deeply"),
     ('{"tasks": []}', "t.json:1", "a task file is a JSON list of tasks"),
 ]

@@ -71,6 +71,8 @@ def read_tasks(path: Path, env: Any = None) -> list[TauTask]:
             where = ".".join(str(p) for p in err["loc"])
             raise ConfigError(f"task {position}: {where + ': ' if where else ''}{err['msg']}",
                               file=path) from None
+        if not task.instruction.strip():
+            raise ConfigError(f"task {position}: no instruction (what the simulated user wants)", file=path)
         unknown = [a.name for a in task.actions if env is not None and env.tools and a.name not in env.tools]
         if unknown:
             raise ConfigError(f"task {position}: action '{unknown[0]}' is no tool of environment "

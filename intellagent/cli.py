@@ -15,7 +15,7 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
-                    "compare")
+                    "compare", "store")
 STORE_OPTION = click.option(
     "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
     "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "
@@ -683,22 +683,51 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
                f"made {made} call(s) for ${paid:.4f})")
 
 
+@cli.group()
+def store() -> None:
+    """The workspace store."""
+
+
+@store.command("check")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True, help="Workspace folder holding intellagent.db.")
+@STORE_OPTION
+def store_check(workspace: Path, store_url: str | None) -> None:
+    """Check the store: its schema is one this version knows (migrated if older), every table and
+    column is there, and (SQLite) the file passes SQLite's full integrity check. One line per
+    problem and exit 2, or what it holds."""
+    from intellagent.store import STORE_VARIABLE, Store, safe_url
+
+    url = store_url or os.environ.get(STORE_VARIABLE)
+    if not url and not (workspace / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    opened = Store(url or f"sqlite:///{workspace / 'intellagent.db'}", check=False)
+    problems = opened.problems(thorough=True)
+    where = safe_url(url) if url else str(workspace / "intellagent.db")
+    for problem in problems:
+        click.echo(f"error: {where}: {problem}", err=True)
+    if problems:
+        sys.exit(2)
+    click.echo(f"ok: {where}: {opened.describe()}; integrity ok")
+
+
 RETRIED = {"infra-error": "an endpoint fault or a timeout, asked again",
            "invalid-output": "a model answer that did not fit, asked again with another seed"}
 """Item statuses a re-run can fix, and how (a budget stop is fixed by raising the budget)."""
 
 
-def _existing_workspace(workspace: Path, url: str | None = None) -> Any:
-    """The store of a workspace that must already exist (for commands that read runs): the
-    one at ``url`` (--store) or $INTELLAGENT_STORE when given."""
+def _existing_workspace(workspace: Path, url: str | None = None, *, read_only: bool = True) -> Any:
+    """The store of a workspace that must already exist (for commands that read runs: opened
+    read-only, so a workspace the user may not write still serves them): the one at ``url``
+    (--store) or $INTELLAGENT_STORE when given."""
     from intellagent.store import STORE_VARIABLE, Store
 
     url = url or os.environ.get(STORE_VARIABLE)
     if url:
-        return Store(url)
+        return Store(url, read_only=read_only)
     if not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    return Store.for_workspace(workspace)
+    return Store(f"sqlite:///{workspace / 'intellagent.db'}", read_only=read_only)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -246,21 +246,23 @@ def find_pipeline(registry: Registry, target: str | Path | None, default: str = 
 
 def load_plan(target: str | Path | None, registry: Registry, *,
               overrides: list[tuple[str, Any, str]] | None = None,
-              params: dict[str, str] | None = None) -> Plan:
+              params: dict[str, str] | None = None, supplied: Iterable[str] = ()) -> Plan:
     """Read, override and resolve a pipeline (a file, or a registered name; the ``intellagent``
     pipeline by default). ``overrides`` are (dotted path, value, flag) from the command line;
     ``params`` are values of the pipeline's own ``params:`` shortcuts (``--events 40``). An error
-    in an overridden value names the flag, not the file."""
+    in an overridden value names the flag, not the file. ``supplied``: models whose provider the
+    caller gives itself (a test's scripted model), which no provider needs to know."""
     source = find_pipeline(registry, target)
     raw = read_yaml(source)
     if raw is None:
         raise ConfigError("file is empty", file=source)
-    return plan_from_data(raw, source, registry, overrides=overrides, params=params)
+    return plan_from_data(raw, source, registry, overrides=overrides, params=params, supplied=supplied)
 
 
 def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                    overrides: list[tuple[str, Any, str]] | None = None,
-                   params: dict[str, str] | None = None, trusted: bool = False) -> Plan:
+                   params: dict[str, str] | None = None, trusted: bool = False,
+                   supplied: Iterable[str] = ()) -> Plan:
     """Resolve parsed pipeline YAML read from ``source``. ``trusted``: a spec whose paths need no
     containment check (one a run recorded, checked when it started; one a test builds in code)."""
     if not isinstance(raw, dict):
@@ -281,15 +283,17 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
         overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
     overrides = _expand(raw, overrides)
     original = copy.deepcopy(raw) if overrides else raw  # what the file itself says
+    supplied = frozenset(supplied)
     try:
-        return _resolve_plan(raw, source, registry, overrides, trusted, original)
+        return _resolve_plan(raw, source, registry, overrides, trusted, original, supplied)
     except IntellagentError as exc:
         raise _blamed(exc, source, overrides, lambda k: _resolve_plan(
-            copy.deepcopy(original), source, registry, overrides[:k], trusted, original)) from None
+            copy.deepcopy(original), source, registry, overrides[:k], trusted, original,
+            supplied)) from None
 
 
 def _resolve_plan(raw: Any, source: Path, registry: Registry, overrides: list[tuple[str, Any, str]],
-                  trusted: bool, original: Any) -> Plan:
+                  trusted: bool, original: Any, supplied: frozenset[str] = frozenset()) -> Plan:
     flags = _apply_overrides(raw, overrides, source)
     name = source.stem
     for comp in registry.components.get("pipeline", {}).values():
@@ -299,13 +303,14 @@ def _resolve_plan(raw: Any, source: Path, registry: Registry, overrides: list[tu
         except OSError:
             pass
     checker = _Checker(raw, source, flags, trusted=trusted, original=original)
+    checker.supplied = supplied
     spec = checker.validate(PipelineSpec, raw, ())
     plan = Plan(spec=spec, source=source, name=name, steps={}, checker=checker)
     _resolve_steps(plan, raw, checker, registry)
     _resolve_rest(plan, raw, checker, registry)
     if overrides:
         plan.rebuild = lambda k: _resolve_plan(copy.deepcopy(original), source, registry,
-                                               overrides[:k], trusted, original)
+                                               overrides[:k], trusted, original, supplied)
         plan.flags = [flag for _, _, flag in overrides]
     return plan
 
@@ -396,6 +401,7 @@ class _Checker:
         self.flags = flags
         self.trusted = trusted
         self.original = raw if original is None else original
+        self.supplied: frozenset[str] = frozenset()  # models whose provider the caller gives
 
     def flag_for(self, loc: tuple) -> str | None:
         """The flag to blame for the value at ``loc``: the one that set it or what holds it (the
@@ -642,6 +648,8 @@ def _check_models(plan: Plan, checker: _Checker, registry: Registry) -> None:
             for role in sorted(plan.roles)}
     for loc in dict.fromkeys(used.values()):
         settings = llm.roles[loc[2]] if len(loc) == 3 else llm.default
+        if settings.model in checker.supplied:
+            continue
         name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
         try:
             factory = registry.resolve("llm-provider", name).value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -14,11 +15,14 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
-                    "compare", "mutate", "calibrate", "label")
+                    "compare", "mutate", "calibrate", "label", "replay", "store")
 STORE_OPTION = click.option(
     "--store", "store_url", default=None, metavar="URL", help="The store's URL, e.g. "
     "postgresql://user@host/db (default: $INTELLAGENT_STORE, else the pipeline's store:, else "
     "intellagent.db in the workspace).")
+
+
+NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2 and later
 
 
 class Context:
@@ -84,6 +88,35 @@ class IntellagentGroup(click.Group):
             return super().invoke(ctx)
         except IntellagentError as exc:
             _fail(exc)
+        except OSError as exc:  # a path of the user's that cannot be read or written
+            if exc.filename is None:
+                raise
+            error = IntellagentError(exc.strerror or type(exc).__name__, file=exc.filename)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):  # the machine, not the input
+                error.exit_code = 3
+            _fail(error)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Click's own, except that a usage error (an unknown option, a value out of its range)
+        is one line like every other bad input, not click's usage block."""
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except NO_ARGS as exc:  # a bare `intellagent`: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            click.echo(f"error: {where}{' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 def _fail(exc: IntellagentError) -> None:
@@ -175,8 +208,26 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
     if pipeline is not None:
         plan = load_plan(pipeline, registry, overrides=overrides)
+        _same_environment(plan, registry, env)
         plan.check_environment(env)
         _echo_plan(plan)
+
+
+def _same_environment(plan: Any, registry: Registry, env: Any) -> None:
+    """A pipeline that names its environment (``environment:``) runs on that one only."""
+    from intellagent.envs import environment_path
+
+    named = plan.spec.environment
+    if not named:
+        return
+    try:
+        path = environment_path(registry, named)
+    except IntellagentError as exc:
+        raise plan.error(("environment",), exc.message) from None
+    folder = path.parent if path.name == "environment.yaml" else path
+    if folder.resolve() != Path(env.path).resolve():
+        raise plan.error(("environment",), f"this pipeline is for environment '{named}', not "
+                         f"'{env.name}' (drop environment: from the pipeline to run it on any)")
 
 
 def _is_pipeline_name(registry: Registry, target: str) -> bool:
@@ -396,7 +447,8 @@ class RunInputs:
         if o["budget"] is not None:
             overrides.append(("llm.budget_usd", o["budget"], "--budget"))
         if o["executor"] is not None or o["ray_address"] is not None:
-            overrides.append(("executor", {"use": o["executor"] or "ray"}, "--executor"))
+            overrides.append(("executor", {"use": o["executor"] if o["executor"] is not None else "ray"},
+                              "--executor"))
         if o["ray_address"] is not None:
             overrides.append(("executor.with.address", o["ray_address"], "--ray-address"))
         if o["workers"] is not None:
@@ -406,9 +458,11 @@ class RunInputs:
         overrides += _set_overrides(o["settings"])  # after --agent, so --set agent.with.x=... refines it
         self.overrides = overrides
         plan = self.plan()
+        self.plan_steps = list(plan.steps)
         self.gates = self._gates(plan)
         self.env = load_environment(environment_path(self.registry, o["environment"]), data=o["data"],
                                     prompt=o["prompt_file"])
+        _same_environment(plan, self.registry, self.env)
         _check_env(self.env, one_line=True)
         self.workspace: Path = o["workspace"]
         self._store_default = plan.spec.store
@@ -428,6 +482,13 @@ class RunInputs:
 
         return load_plan(self.options["pipeline"], self.registry, overrides=self.overrides,
                          params=self.params)
+
+    def check(self, plan: Any, until: str | None = None) -> None:
+        """Refuse, before the store is made, what the steps (up to ``until``) cannot run with:
+        the environment's tools and tables, the models' providers."""
+        steps = plan.upstream(until) if until else None
+        plan.check_environment(self.env, steps)
+        plan.check_providers(self.registry, steps)
 
     def _gates(self, plan: Any) -> list[Any]:
         from intellagent.gates import fail_under as fail_under_gate
@@ -483,7 +544,11 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     if options["otel"] is not None:
         _check_otel(options["otel"])
     inputs = RunInputs(ctx, options)
+    if until is not None and until not in inputs.plan_steps:
+        raise IntellagentError(f"no step named '{until}' (steps: {', '.join(inputs.plan_steps)})",
+                               item="--until")
     plan = inputs.plan()
+    inputs.check(plan, until)  # before the store is made
     if estimate:
         _print_estimate(plan, inputs.env, inputs.workspace, options["store_url"], until,
                         cache=not options["no_cache"])
@@ -619,9 +684,13 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     store = _existing_workspace(workspace, store_url)
     plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
-    if formats:
+    if formats is not None:
+        names = [f.strip() for f in formats.split(",") if f.strip()]
+        if not names:
+            known = ", ".join(sorted(c.short_name for c in registry.components["reporter"].values()))
+            raise IntellagentError(f"names no reporter (reporters: {known})", item="--format")
         reporters = []
-        for name in (f.strip() for f in formats.split(",") if f.strip()):
+        for name in names:
             try:
                 component = registry.resolve("reporter", name)
             except IntellagentError as exc:
@@ -639,7 +708,8 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
 @click.argument("run_b", default="latest")
 @click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
               show_default=True)
-@click.option("--changes", default=20, show_default=True, help="Item changes to list.")
+@click.option("--changes", type=click.IntRange(0, 100_000), default=20, show_default=True,
+              help="Item changes to list.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a rate of B is worse than "
               "A's and the 95 % interval of the difference excludes 0.")
 @STORE_OPTION
@@ -743,22 +813,51 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
                f"made {made} call(s) for ${paid:.4f})")
 
 
+@cli.group()
+def store() -> None:
+    """The workspace store."""
+
+
+@store.command("check")
+@click.option("--workspace", type=click.Path(path_type=Path), default=Path("workspace"),
+              show_default=True, help="Workspace folder holding intellagent.db.")
+@STORE_OPTION
+def store_check(workspace: Path, store_url: str | None) -> None:
+    """Check the store: its schema is one this version knows (migrated if older), every table and
+    column is there, and (SQLite) the file passes SQLite's full integrity check. One line per
+    problem and exit 2, or what it holds."""
+    from intellagent.store import STORE_VARIABLE, Store, safe_url
+
+    url = store_url or os.environ.get(STORE_VARIABLE)
+    if not url and not (workspace / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    opened = Store(url or f"sqlite:///{workspace / 'intellagent.db'}", check=False)
+    problems = opened.problems(thorough=True)
+    where = safe_url(url) if url else str(workspace / "intellagent.db")
+    for problem in problems:
+        click.echo(f"error: {where}: {problem}", err=True)
+    if problems:
+        sys.exit(2)
+    click.echo(f"ok: {where}: {opened.describe()}; integrity ok")
+
+
 RETRIED = {"infra-error": "an endpoint fault or a timeout, asked again",
            "invalid-output": "a model answer that did not fit, asked again with another seed"}
 """Item statuses a re-run can fix, and how (a budget stop is fixed by raising the budget)."""
 
 
-def _existing_workspace(workspace: Path, url: str | None = None) -> Any:
-    """The store of a workspace that must already exist (for commands that read runs): the
-    one at ``url`` (--store) or $INTELLAGENT_STORE when given."""
+def _existing_workspace(workspace: Path, url: str | None = None, *, read_only: bool = True) -> Any:
+    """The store of a workspace that must already exist (for commands that read runs: opened
+    read-only, so a workspace the user may not write still serves them): the one at ``url``
+    (--store) or $INTELLAGENT_STORE when given."""
     from intellagent.store import STORE_VARIABLE, Store
 
     url = url or os.environ.get(STORE_VARIABLE)
     if url:
-        return Store(url)
+        return Store(url, read_only=read_only)
     if not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    return Store.for_workspace(workspace)
+    return Store(f"sqlite:///{workspace / 'intellagent.db'}", read_only=read_only)
 
 
 def _add_suite_commands() -> None:

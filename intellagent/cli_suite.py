@@ -54,6 +54,7 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
         except IntellagentError as exc:
             raise IntellagentError(exc.message, item="--mutants") from None
     plan = inputs.plan()
+    inputs.check(plan)
     if plan.agent is None:
         raise IntellagentError(f"pipeline {plan.name} does not talk to an agent: nothing to mutate",
                                item="--mutants")

@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Iterable, TypeVar
 
 from pydantic import Field
 
+from intellagent.bounds import MAX_PARALLEL
 from intellagent.model import StrictModel
 
 T = TypeVar("T")
@@ -114,7 +115,8 @@ async def _bounded(work: Callable[[T], Awaitable[None]], items: Iterable[T], lim
 
 
 class LocalConfig(StrictModel):
-    items_in_flight: int | None = Field(default=None, ge=1, description="Items in progress at "
+    items_in_flight: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
+                                        description="Items in progress at "
                                         "once per fan-out (default: twice the model concurrency).")
 
 

@@ -18,6 +18,7 @@ import inspect
 import json
 from typing import Any, Callable
 
+from intellagent import bounds
 from intellagent.agent import AgentSetup, BrokenAgent, GuardedAgent
 from intellagent.context import StepContext, StepLLM
 from intellagent.environment import Environment
@@ -214,6 +215,9 @@ class ItemMaker:
         problem = undeclared(step, out.scores)
         if problem:
             raise IntellagentError(problem, item=f"step {step.name}")
+        if step.output.many and isinstance(out.value, (list, tuple)) and len(out.value) > bounds.MAX_ITEMS:
+            raise IntellagentError(f"'{step.use}' gave {len(out.value):,} items; a step may make at "
+                                   f"most {bounds.MAX_ITEMS:,} (README: Bounds)", item=f"step {step.name}")
         value, payload, value_hash = typed(step, out.value)
         self.made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,

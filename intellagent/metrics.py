@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Iterable, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.model import StrictModel
 from intellagent.steps import PASS_FAIL, NoOptions, Score
 
@@ -87,7 +88,7 @@ class MetricResult(BaseModel):
     title: str
     description: str = ""
     headline: str | None = Field(default=None, description="One line for the terminal summary.")
-    values: dict[str, float | int | None] = Field(default_factory=dict)
+    values: dict[str, int | float | None] = Field(default_factory=dict)
     columns: list[Column] = Field(default_factory=list)
     rows: list[dict[str, Any]] = Field(default_factory=list)
     charts: list[Chart] = Field(default_factory=list)
@@ -443,10 +444,11 @@ class CountsMetric(Metric):
 
 class ListingConfig(StrictModel):
     step: str = Field(description="The step whose items to list.")
-    statuses: list[str] = Field(description="List the items that ended with these statuses.")
+    statuses: list[str] = Field(min_length=1, description="List the items that ended with these "
+                                "statuses.")
     title: str | None = None
     description: str = ""
-    limit: int = Field(default=1000, ge=1)
+    limit: int = Field(default=1000, ge=1, le=MAX_ITEMS)
 
 
 class ListingMetric(Metric):

@@ -97,7 +97,7 @@ def mutant_result(name: str, description: str, base: tuple[Any, Any],
     """One mutant's run against the baseline's: each is (report, data)."""
     from intellagent.compare import compare
 
-    (base_report, base_data), (report, data) = base, mutated
+    (_, base_data), (report, data) = base, mutated
     before, after = finals(base_data), finals(data)
     passing = [k for k, item in before.items() if judged(base_data.plan, item) == "passed"]
     killed, survived, unfinished = [], [], []

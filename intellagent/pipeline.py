@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from intellagent.model import StrictModel
+from intellagent.bounds import MAX_PARALLEL, MAX_ROUNDS, MAX_SECONDS
+from intellagent.model import HttpURL, StrictModel
 
 
 class PluginRef(StrictModel):
@@ -21,6 +22,13 @@ class PluginRef(StrictModel):
     use: str
     with_: dict[str, Any] = Field(default_factory=dict, alias="with",
                                   description="Options, checked by the plugin's own config model.")
+
+
+class ExecutorRef(PluginRef):
+    """The executor: ``local`` unless named, so ``executor: {with: {...}}`` gives the local
+    one's options."""
+
+    use: str = "local"
 
 
 class StepSpec(PluginRef):
@@ -45,24 +53,33 @@ class ModelSettings(StrictModel):
                                  "'openai'.")
     options: dict[str, Any] = Field(default_factory=dict, description="Provider-specific options "
                                     "(e.g. replies for mock/scripted, function for mock/function).")
-    base_url: str | None = Field(default=None, description="The endpoint: any OpenAI-compatible "
-                                 "one (provider openai), or the API base LiteLLM posts to "
-                                 "(provider litellm).")
+    base_url: HttpURL | None = Field(default=None, description="The endpoint: any OpenAI-compatible "
+                                     "one (provider openai), or the API base LiteLLM posts to "
+                                     "(provider litellm).")
     api_key_env: str | None = Field(default=None, description="Name of the environment variable "
                                                               "holding the API key.")
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, ge=1, description="Output cap of every call of "
-                                   "this model, in tokens. Unset: structured calls get a cap sized "
-                                   "from their response model; chat calls none.")
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=10_000_000, description="Output cap of "
+                                   "every call of this model, in tokens. Unset: structured calls get "
+                                   "a cap sized from their response model; chat calls none.")
     structured: Literal["auto", "tools", "json_schema", "json"] = Field(
         default="auto", description="How structured output is asked for: a forced tool call "
         "(tools), a JSON-Schema response format (json_schema), JSON mode with the schema in the "
         "prompt (json), or auto: probe the endpoint once and keep the first mode that works "
         "(tools on the OpenAI API itself).")
-    timeout: float | None = Field(default=None, gt=0, description="Seconds per request for this "
-                                  "model, over llm.timeout.")
+    timeout: float | None = Field(default=None, gt=0, le=MAX_SECONDS, description="Seconds per "
+                                  "request for this model, over llm.timeout.")
     api_key: str | None = Field(default=None, description="Refused: name an environment variable "
                                                           "with api_key_env instead.")
+
+    @field_validator("model")
+    @classmethod
+    def _named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a model name cannot be empty (e.g. gpt-4o-mini or mock/schema)")
+        if value != value.strip():
+            raise ValueError(f"model name {value!r} has spaces around it")
+        return value
 
     @field_validator("api_key")
     @classmethod
@@ -95,21 +112,23 @@ class LLMSettings(StrictModel):
     roles: dict[str, ModelSettings] = Field(default_factory=dict, description="Per-role models, "
                                             "e.g. {critic: {model: gpt-4.1}}; the roles a pipeline "
                                             "declares are listed by `intellagent validate`.")
-    max_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")
-    requests_per_minute: int | None = Field(default=None, ge=1)
-    tokens_per_minute: int | None = Field(default=None, ge=1)
-    max_retries: int = Field(default=5, ge=0, description="Retries of a transient fault.")
-    validation_retries: int = Field(default=2, ge=0, description="Re-asks when structured output "
-                                                                 "does not fit, with the error.")
-    backoff_base: float = Field(default=0.5, gt=0, description="Seconds; doubles per retry.")
-    backoff_max: float = Field(default=30.0, gt=0)
-    timeout: float = Field(default=120.0, gt=0, description="Seconds per request (a model's own "
-                           "timeout wins); the HTTP request is cut after it.")
-    deadline: float = Field(default=300.0, gt=0, description="Seconds one call may take with all "
-                            "its retries and back-off; a request in flight then is cut.")
-    budget_usd: float | None = Field(default=None, ge=0, description="Stop launching calls when "
-                                                                     "this much is spent.")
-    budget_tokens: int | None = Field(default=None, ge=0)
+    max_concurrency: int = Field(default=16, ge=1, le=MAX_PARALLEL,
+                                 description="Requests in flight at once.")
+    requests_per_minute: int | None = Field(default=None, ge=1, le=10_000_000)
+    tokens_per_minute: int | None = Field(default=None, ge=1, le=10_000_000_000)
+    max_retries: int = Field(default=5, ge=0, le=MAX_ROUNDS, description="Retries of a transient fault.")
+    validation_retries: int = Field(default=2, ge=0, le=MAX_ROUNDS, description="Re-asks when "
+                                    "structured output does not fit, with the error.")
+    backoff_base: float = Field(default=0.5, gt=0, le=MAX_SECONDS,
+                                description="Seconds; doubles per retry.")
+    backoff_max: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
+    timeout: float = Field(default=120.0, gt=0, le=MAX_SECONDS, description="Seconds per request (a "
+                           "model's own timeout wins); the HTTP request is cut after it.")
+    deadline: float = Field(default=300.0, gt=0, le=86_400, description="Seconds one call may take "
+                            "with all its retries and back-off; a request in flight then is cut.")
+    budget_usd: float | None = Field(default=None, ge=0, le=1_000_000, description="Stop launching "
+                                     "calls when this much is spent.")
+    budget_tokens: int | None = Field(default=None, ge=0, le=1_000_000_000_000)
     cache: bool = True
     prices: dict[str, Price] = Field(default_factory=dict, description="Prices by model name (or "
                                      "name prefix), over the maintained table of genai-prices: a "
@@ -150,14 +169,15 @@ class PipelineSpec(StrictModel):
                              "1 (README: Gates and exit codes).")
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
-    executor: PluginRef = Field(default_factory=lambda: PluginRef(use="local"),
+    executor: ExecutorRef = Field(default_factory=ExecutorRef,
                                 description="How per-item work is spread: local (asyncio, the "
                                             "default), processes, ray.")
     store: str | None = Field(default=None, description="The store's SQLAlchemy URL, e.g. "
                               "postgresql://user@host/db (default: intellagent.db in the workspace); "
                               "--store and INTELLAGENT_STORE override it. No password here: libpq "
                               "reads PGPASSWORD or ~/.pgpass.")
-    seed: int = Field(default=0, description="Drives every random choice of the run.")
+    seed: int = Field(default=0, ge=-2**63, lt=2**63, description="Drives every random choice of "
+                      "the run.")
 
     @field_validator("store")
     @classmethod

@@ -16,20 +16,22 @@ list get keys from the elements' ``id`` (else their position); nested fan-outs j
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Iterable, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.gates import Gate, parse_gate, unknown_gate_metric
-from intellagent.pipeline import PipelineSpec, PluginRef, StepSpec
+from intellagent.paths import PathRules
+from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
 from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
-from intellagent.yamlio import format_loc, line_of, read_yaml
+from intellagent.yamlio import error_text, format_loc, line_of, read_yaml
 
 OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
               "under `steps:` and wire them with `from:`/`each:`, e.g. `drafts: {use: "
@@ -147,15 +149,32 @@ class Plan:
     gates: list[Gate] = field(default_factory=list)
     executor: Any = None
     roles: dict[str, str] = field(default_factory=dict)  # every declared role → description
+    checker: Any = None  # says where a value came from: the file and line, or a flag
+    flags: list[str] = field(default_factory=list)  # the flags that changed the file, in order
+    rebuild: Callable[[int], "Plan"] | None = None  # the plan from the file and the first k flags
 
-    def check_environment(self, env: Any, steps: list[str] | None = None) -> None:
+    def error(self, loc: tuple, message: str) -> IntellagentError:
+        """An error about the value at ``loc``, blamed on the flag that set it or on the file and
+        line that holds it."""
+        if self.checker is None:
+            return IntellagentError(message, item=format_loc(loc))
+        return self.checker.error(loc, message)
+
+    def check_environment(self, env: Any, steps: list[str] | None = None, *, blame: bool = True) -> None:
         """Each step's ``check(env)`` (of ``steps``, all by default): options that do not fit the
-        environment are refused in one line naming the step, before anything runs."""
-        for name in steps if steps is not None else self.steps:
-            check = getattr(self.steps[name].plugin, "check", None)
-            problem = check(env) if check is not None else None
-            if problem:
-                raise IntellagentError(problem, item=f"steps.{name}.with")
+        environment are refused in one line naming the step's options, before anything runs."""
+        try:
+            for name in steps if steps is not None else self.steps:
+                check = getattr(self.steps[name].plugin, "check", None)
+                problem = check(env) if check is not None else None
+                if problem:
+                    raise self.error(("steps", name, "with"), problem)
+        except IntellagentError as exc:
+            if self.rebuild is None or not blame:
+                raise
+            rebuild = self.rebuild
+            raise _blamed(exc, self.source, [(None, None, f) for f in self.flags],  # type: ignore[misc]
+                          lambda k: rebuild(k).check_environment(env, steps, blame=False)) from None
 
     def declared_scores(self) -> dict[str, ScoreSpec]:
         """Every score the steps declare, by name (two steps giving the same score: their
@@ -165,6 +184,24 @@ class Plan:
             for name, spec in s.scores.items():
                 out[name] = merge_scores(out[name], spec) if name in out else spec
         return out
+
+    def check_providers(self, registry: Registry, steps: list[str] | None = None) -> None:
+        """Build the provider of every model role ``steps`` (all by default) use, so that what
+        only this machine can say (a missing API key, a real model while offline) stops the run
+        before it starts, naming the role, not at the role's first call."""
+        names = steps if steps is not None else list(self.steps)
+        roles = {r for n in names for r in self.steps[n].roles}
+        if any(self.steps[n].uses_agent for n in names) and self.agent is not None:
+            roles |= set(getattr(self.agent.value, "roles", {}) or {})
+        llm = self.spec.llm
+        for role in sorted(roles):
+            settings = llm.for_role(role)
+            name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+            try:
+                registry.resolve("llm-provider", name).value(settings, seed=self.spec.seed)
+            except IntellagentError as exc:
+                loc = ("llm", "roles", role, "model") if role in llm.roles else ("llm", "default", "model")
+                raise self.error(loc, f"role {role}: {exc.message}") from None
 
     def upstream(self, step: str) -> list[str]:
         """``step`` and every step it depends on, in execution order."""
@@ -210,22 +247,25 @@ def find_pipeline(registry: Registry, target: str | Path | None, default: str = 
 
 def load_plan(target: str | Path | None, registry: Registry, *,
               overrides: list[tuple[str, Any, str]] | None = None,
-              params: dict[str, str] | None = None) -> Plan:
+              params: dict[str, str] | None = None, supplied: Iterable[str] = ()) -> Plan:
     """Read, override and resolve a pipeline (a file, or a registered name; the ``intellagent``
     pipeline by default). ``overrides`` are (dotted path, value, flag) from the command line;
     ``params`` are values of the pipeline's own ``params:`` shortcuts (``--events 40``). An error
-    in an overridden value names the flag, not the file."""
+    in an overridden value names the flag, not the file. ``supplied``: models whose provider the
+    caller gives itself (a test's scripted model), which no provider needs to know."""
     source = find_pipeline(registry, target)
     raw = read_yaml(source)
     if raw is None:
         raise ConfigError("file is empty", file=source)
-    return plan_from_data(raw, source, registry, overrides=overrides, params=params)
+    return plan_from_data(raw, source, registry, overrides=overrides, params=params, supplied=supplied)
 
 
 def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                    overrides: list[tuple[str, Any, str]] | None = None,
-                   params: dict[str, str] | None = None) -> Plan:
-    """Resolve parsed pipeline YAML (or a stored spec) read from ``source``."""
+                   params: dict[str, str] | None = None, trusted: bool = False,
+                   supplied: Iterable[str] = ()) -> Plan:
+    """Resolve parsed pipeline YAML read from ``source``. ``trusted``: a spec whose paths need no
+    containment check (one a run recorded, checked when it started; one a test builds in code)."""
     if not isinstance(raw, dict):
         kind = "list" if isinstance(raw, list) else type(raw).__name__
         raise ConfigError("a pipeline is a mapping (steps:, agent:, llm:, metrics:, report:, "
@@ -242,7 +282,20 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
             raise IntellagentError(f"no such option (this pipeline's parameters: {known})",
                                    item=f"--{name}")
         overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
-    flags = _apply_overrides(raw, _expand(raw, overrides), source)
+    overrides = _expand(raw, overrides)
+    original = copy.deepcopy(raw) if overrides else raw  # what the file itself says
+    supplied = frozenset(supplied)
+    try:
+        return _resolve_plan(raw, source, registry, overrides, trusted, original, supplied)
+    except IntellagentError as exc:
+        raise _blamed(exc, source, overrides, lambda k: _resolve_plan(
+            copy.deepcopy(original), source, registry, overrides[:k], trusted, original,
+            supplied)) from None
+
+
+def _resolve_plan(raw: Any, source: Path, registry: Registry, overrides: list[tuple[str, Any, str]],
+                  trusted: bool, original: Any, supplied: frozenset[str] = frozenset()) -> Plan:
+    flags = _apply_overrides(raw, overrides, source)
     name = source.stem
     for comp in registry.components.get("pipeline", {}).values():
         try:
@@ -250,12 +303,35 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
                 name = comp.name
         except OSError:
             pass
-    checker = _Checker(raw, source, flags)
+    checker = _Checker(raw, source, flags, trusted=trusted, original=original)
+    checker.supplied = supplied
     spec = checker.validate(PipelineSpec, raw, ())
-    plan = Plan(spec=spec, source=source, name=name, steps={})
+    plan = Plan(spec=spec, source=source, name=name, steps={}, checker=checker)
     _resolve_steps(plan, raw, checker, registry)
     _resolve_rest(plan, raw, checker, registry)
+    if overrides:
+        plan.rebuild = lambda k: _resolve_plan(copy.deepcopy(original), source, registry,
+                                               overrides[:k], trusted, original, supplied)
+        plan.flags = [flag for _, _, flag in overrides]
     return plan
+
+
+def _blamed(exc: IntellagentError, source: Path, overrides: list[tuple[str, Any, str]],
+            attempt: Callable[[int], Any]) -> IntellagentError:
+    """``exc`` blamed on its true source. An error the pipeline file is blamed for, found with
+    flags applied, is the file's when the file alone has it, else the first flag that brings it
+    in (the file with the first k flags applied, k = 1, 2, ...): a flag that changes one step can
+    break the wiring of another."""
+    flags = [flag for _, _, flag in overrides]
+    if not flags or exc.item is not None or exc.file != str(source):
+        return exc
+    for k in range(len(flags) + 1):
+        try:
+            attempt(k)
+        except IntellagentError as again:
+            if again.message == exc.message:
+                return exc if k == 0 else ConfigError(exc.message, item=flags[k - 1])
+    return exc
 
 
 def parse_value(text: str) -> Any:
@@ -292,22 +368,25 @@ def _expand(raw: Any, overrides: list[tuple[str, Any, str]]) -> list[tuple[str, 
 
 
 def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Path) -> dict[tuple, str]:
+    """Set each (dotted path, value, flag) in ``raw``; {path: flag} of what the flags set. A path
+    that leads into a value that is no mapping is the flag's fault: it names something the
+    pipeline does not have."""
     flags: dict[tuple, str] = {}
     for dotted, value, flag in overrides:
         node = raw
         parts = dotted.split(".")
+        if not all(parts):
+            raise IntellagentError(f"cannot set '{dotted}': a part of the path is empty", item=flag)
         for i, part in enumerate(parts[:-1]):
-            if not isinstance(node, dict):
-                raise IntellagentError(f"cannot set '{dotted}': '{part}' is not a mapping", item=flag)
             if not isinstance(node.get(part), dict):
-                if part in node:  # the file's own value (null, a scalar) is what is wrong
-                    raise ConfigError(f"{'.'.join(parts[:i + 1])}: expected a mapping (set by {flag}), "
-                                      f"got {node[part]!r}", file=source,
-                                      line=line_of(raw, tuple(parts[:i + 1])))
+                if part in node:
+                    where = ".".join(parts[:i + 1])
+                    line = line_of(raw, tuple(parts[:i + 1]))
+                    raise IntellagentError(f"cannot set '{dotted}': {where} is {node[part]!r}"
+                                           f"{f' ({source}:{line})' if line else ''}, not a mapping",
+                                           item=flag)
                 node[part] = {}
             node = node[part]
-        if not isinstance(node, dict):
-            raise IntellagentError(f"cannot set '{dotted}'", item=flag)
         node[parts[-1]] = value
         flags[tuple(parts)] = flag
     return flags
@@ -316,23 +395,51 @@ def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Pa
 class _Checker:
     """Validation that reports the file and line, or the command-line flag that set a value."""
 
-    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str]) -> None:
+    def __init__(self, raw: Any, source: Path, flags: dict[tuple, str], *, trusted: bool = False,
+                 original: Any = None) -> None:
         self.raw = raw
         self.source = source
         self.flags = flags
+        self.trusted = trusted
+        self.original = raw if original is None else original
+        self.supplied: frozenset[str] = frozenset()  # models whose provider the caller gives
+
+    def flag_for(self, loc: tuple) -> str | None:
+        """The flag to blame for the value at ``loc``: the one that set it or what holds it (the
+        most specific), else, when the file has no such value, the flag that made it; None
+        when the value is the file's."""
+        holders = [(len(path), flag) for path, flag in self.flags.items() if tuple(loc[:len(path)]) == path]
+        if holders:
+            return max(holders)[1]
+        node = self.original
+        for depth, key in enumerate(loc):
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+                node = node[key]
+            else:  # the file stops here: a flag that set something below made the rest
+                made = [flag for path, flag in self.flags.items() if path[:depth + 1] == tuple(loc[:depth + 1])]
+                return made[0] if made else None
+        return None
+
+    def path_rules(self, loc: tuple) -> PathRules:
+        """How the path options of the options at ``loc`` are checked: those a flag set (or all,
+        when a flag set the whole block, or for a trusted spec) may point anywhere."""
+        if self.trusted or any(tuple(loc[:len(path)]) == path for path in self.flags):
+            return PathRules(flagged=True)
+        return PathRules(flagged=frozenset(str(path[len(loc)]) for path in self.flags
+                                           if len(path) > len(loc) and path[:len(loc)] == tuple(loc)))
 
     def error(self, loc: tuple, message: str) -> ConfigError:
-        # the flag that set this value (the most specific one), or one set below it
-        matches = [(len(path), flag) for path, flag in self.flags.items()
-                   if tuple(loc[:len(path)]) == path or (loc and tuple(path[:len(loc)]) == tuple(loc))]
-        if matches:
-            return ConfigError(f"{format_loc(loc)}: {message}", item=max(matches)[1])
+        flag = self.flag_for(loc)
+        if flag is not None:
+            return ConfigError(f"{format_loc(loc)}: {message}", item=flag)
         return ConfigError(f"{format_loc(loc)}: {message}" if loc else message, file=self.source,
                            line=line_of(self.raw, loc))
 
     def validate(self, model: type[BaseModel], data: Any, loc: tuple, owner: str = "") -> Any:
         try:
-            return model.model_validate(data)
+            return model.model_validate(data, context={"paths": self.path_rules(loc)})
         except ValidationError as exc:
             err = exc.errors()[0]
             where = loc + tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -343,7 +450,7 @@ class _Checker:
                 msg = f"missing required key '{where[-1]}'"
                 where = where[:-1]
             else:
-                msg = err["msg"]
+                msg = error_text(err)
             if owner:
                 msg += f" (options of {owner})"
             raise self.error(where, msg) from None
@@ -534,6 +641,28 @@ def _listing(inputs: dict[str, TypeRef]) -> str:
     return ", ".join(f"{n}: {t}" for n, t in inputs.items()) or "none"
 
 
+def _check_models(plan: Plan, checker: _Checker, registry: Registry) -> None:
+    """Every model a role of this pipeline uses has a provider, and its provider's ``check``
+    (when it has one: the mock provider knows its models) finds nothing wrong, before any call."""
+    llm = plan.spec.llm
+    used = {role: ("llm", "roles", role) if role in llm.roles else ("llm", "default")
+            for role in sorted(plan.roles)}
+    for loc in dict.fromkeys(used.values()):
+        settings = llm.roles[loc[2]] if len(loc) == 3 else llm.default
+        if settings.model in checker.supplied:
+            continue
+        name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+        try:
+            factory = registry.resolve("llm-provider", name).value
+        except IntellagentError as exc:
+            raise checker.error(loc + ("provider",) if settings.provider else loc + ("model",),
+                                exc.message) from None
+        check = getattr(factory, "check", None)
+        problem = check(settings) if check is not None else None
+        if problem:
+            raise checker.error(loc + ("model",), problem)
+
+
 def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -> None:
     spec = plan.spec
     roles: dict[str, str] = {}
@@ -552,6 +681,7 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
             known = ", ".join(sorted(roles)) or "none"
             raise checker.error(("llm", "roles", role), f"no step of this pipeline uses a model role "
                                 f"'{role}' (its roles: {known})")
+    _check_models(plan, checker, registry)
 
     refs = spec.metric_refs()
     declared = plan.declared_scores()
@@ -580,9 +710,80 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
     for i, entry in enumerate(spec.report):
         ref = entry if isinstance(entry, PluginRef) else PluginRef(use=entry)
         component, config = _resolve(registry, checker, "reporter", ref, ("report", i))
+        if any(type(r) is component.value for r in plan.reporters):
+            raise checker.error(("report", i), f"'{ref.use}' is named twice (one reporter writes one "
+                                "report)")
         plan.reporters.append(component.value(config))
     component, config = _resolve(registry, checker, "executor", spec.executor, ("executor",))
     plan.executor = component.value(config)
     for param, dotted in spec.params.items():
-        if not dotted.startswith(("steps.", "llm.", "seed", "agent.")):
-            raise checker.error(("params", param), f"'{dotted}' is not a path into this pipeline")
+        if not _valid_param_name(param):
+            raise checker.error(("params", param), f"parameter name '{param}' must be lower-case "
+                                "letters, digits and '-' (it becomes the option --NAME)")
+        problem = _param_problem(plan, dotted)
+        if problem:
+            raise checker.error(("params", param), f"'{dotted}' is not a path into this pipeline: "
+                                f"{problem}")
+
+
+def _valid_param_name(name: str) -> bool:
+    return bool(name) and name[0].isalpha() and name == name.lower() \
+        and all(c.isalnum() or c == "-" for c in name)
+
+
+def _param_problem(plan: Plan, dotted: str) -> str | None:
+    """Why ``dotted`` (a ``params:`` entry) names nothing this pipeline has, or None: a step, one
+    of its options (as its plugin's options model declares them), a declared model role, a field
+    of the models' settings, the agent's or the executor's options, or the seed."""
+    head, *rest = dotted.split(".")
+    if head == "seed":
+        return "seed has no parts" if rest else None
+    if head == "steps":
+        if not rest or rest[0] not in plan.steps:
+            return f"no step named '{rest[0] if rest else ''}' (steps: {', '.join(plan.steps)})"
+        step = plan.steps[rest[0]]
+        return _path_problem(StepSpec, rest[1:], getattr(step.plugin, "Config", None), step.use)
+    if head == "agent":
+        if plan.agent is None:
+            return "no step of this pipeline talks to the agent under test"
+        return _path_problem(PluginRef, rest, getattr(plan.agent.value, "Config", None), plan.agent.name)
+    if head == "executor":
+        return _path_problem(PluginRef, rest, getattr(type(plan.executor), "Config", None), "the executor")
+    if head == "llm":
+        if rest[:1] == ["roles"]:
+            if len(rest) < 2 or rest[1] not in plan.roles:
+                return f"no model role '{rest[1] if len(rest) > 1 else ''}' (roles: " \
+                       f"{', '.join(sorted(plan.roles)) or 'none'})"
+            return _path_problem(ModelSettings, rest[2:])
+        return _path_problem(LLMSettings, rest)
+    return f"'{head}' is none of steps, llm, agent, executor, seed"
+
+
+def _path_problem(model: type[BaseModel] | None, parts: list[str], options: Any = None,
+                  owner: str = "") -> str | None:
+    """Why ``parts`` is no path of fields into ``model``, or None. ``with`` leads into
+    ``options`` (a plugin's options model)."""
+    if model is None or not parts:
+        return None
+    fields = {(f.alias or n): f for n, f in model.model_fields.items()} | dict(model.model_fields)
+    field_info = fields.get(parts[0])
+    if field_info is None:
+        known = ", ".join(f.alias or n for n, f in model.model_fields.items())
+        return f"'{parts[0]}' is not an option{f' of {owner}' if owner else ''} (options: {known or 'none'})"
+    if parts[0] == "with" and options is not None:
+        return _path_problem(options, parts[1:], None, owner)
+    inner = _model_in(field_info.annotation)
+    if inner is not None:
+        return _path_problem(inner, parts[1:])
+    if len(parts) > 1 and typing.get_origin(field_info.annotation) not in (dict, typing.Union, types.UnionType) \
+            and field_info.annotation not in (dict, Any):
+        return f"'{parts[0]}' holds a single value, not '{'.'.join(parts[1:])}'"
+    return None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model ``annotation`` is (or is optionally), else None."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] \
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType) else [annotation]
+    models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 and len(args) == 1 else None

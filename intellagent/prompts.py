@@ -2,30 +2,63 @@
 before its base's), each replaceable by a file of the same name in a folder the user names (a
 step's ``prompts:`` option). The text of every
 template a step renders belongs in its cache key (:meth:`PromptFiles.fingerprint`, returned from
-the step's ``fingerprint()``), so an edited prompt re-runs exactly what it shapes."""
+the step's ``fingerprint()``), so an edited prompt re-runs exactly what it shapes.
+
+Templates render in Jinja2's sandbox: a prompt file can fill in values, loop and branch, but
+cannot reach Python's internals (``__class__``, ``__globals__``, ...) to run code. A user's file
+that tries is refused when the step is set up, naming the file and line; anything the static
+check cannot see is stopped by the sandbox when it renders, naming the file too."""
 
 from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import jinja2
-from pydantic import AfterValidator
+from jinja2 import nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+from intellagent.errors import ConfigError
+from intellagent.paths import path_option
+
+#: Attributes a template may not name even when they do not start with "_" (Jinja2's sandbox
+#: refuses them on the objects that have them: frames, code, generators, types).
+UNSAFE_NAMES = frozenset({"mro", "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame",
+                          "ag_code", "f_globals", "f_locals", "f_builtins", "f_back", "f_code",
+                          "tb_frame", "tb_next", "co_code"})
 
 
 @lru_cache(maxsize=64)
 def _environment(builtin: tuple[str, ...], override: str | None) -> jinja2.Environment:
     folders = ([override] if override else []) + list(builtin)
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
-                              autoescape=False, keep_trailing_newline=False)
+    return SandboxedEnvironment(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
+                                autoescape=False, keep_trailing_newline=False)
+
+
+def unsafe_access(source: str, env: jinja2.Environment) -> tuple[str, int] | None:
+    """The first attribute or item of Python's internals a template names, with its line (None
+    when it names none). Raises jinja2.TemplateSyntaxError for a template that does not parse."""
+    tree = env.parse(source)
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        if isinstance(node, nodes.Getattr):
+            name: Any = node.attr
+        elif isinstance(node, nodes.Getitem):
+            name = node.arg.value if isinstance(node.arg, nodes.Const) else None
+        else:  # {{ x | attr("__class__") }}
+            name = node.args[0].value if node.name == "attr" and node.args \
+                and isinstance(node.args[0], nodes.Const) else None
+        if isinstance(name, str) and (name.startswith("_") or name in UNSAFE_NAMES):
+            return name, node.lineno
+    return None
 
 
 class PromptFiles:
     """The templates ``names`` of one step: read from ``override`` (a folder of the user's, or
     None) where it has a file of that name, else from the first of the ``builtin`` folders (one
-    folder, or several in order) that has it."""
+    folder, or several in order) that has it. The user's files are checked when this is made:
+    each must parse, hold some text and name none of Python's internals."""
 
     def __init__(self, builtin: Path | Sequence[Path], names: Iterable[str],
                  override: str | None = None) -> None:
@@ -33,16 +66,52 @@ class PromptFiles:
         self.builtin = tuple(str(Path(f).resolve()) for f in folders)
         self.override = str(Path(override).resolve()) if override else None
         self.names = tuple(names)
+        if self.override:
+            for name in self.names:
+                path = Path(self.override) / name
+                if path.is_file():
+                    self._check(path)
+
+    def _check(self, path: Path) -> None:
+        try:
+            source = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"prompt file is not UTF-8 text (byte {exc.start})", file=path) from None
+        if not source.strip():
+            raise ConfigError("prompt file is empty (delete it to keep the built-in prompt)", file=path)
+        try:
+            found = unsafe_access(source, self._env)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConfigError(f"invalid template: {exc.message}", file=path, line=exc.lineno) from None
+        if found is not None:
+            raise ConfigError(f"prompt file uses '{found[0]}': templates may not reach Python's "
+                              "internals", file=path, line=found[1])
 
     @property
     def _env(self) -> jinja2.Environment:
         return _environment(self.builtin, self.override)
 
+    def file(self, name: str) -> Path:
+        """Where template ``name`` is read from: the user's folder, else the first built-in
+        folder that has it."""
+        folders = ([self.override] if self.override else []) + list(self.builtin)
+        return next((Path(f) / name for f in folders if (Path(f) / name).is_file()),
+                    Path(self.builtin[0]) / name)
+
     def render(self, name: str, **values: Any) -> str:
         """Template ``name`` filled with ``values`` (a missing value is an error, not a blank)."""
         if name not in self.names:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
-        return self._env.get_template(name).render(**values).strip()
+        try:
+            return self._env.get_template(name).render(**values).strip()
+        except jinja2.exceptions.SecurityError as exc:
+            raise ConfigError(f"prompt file refused by the sandbox: {exc}", file=self.file(name)) from None
+        except jinja2.TemplateError as exc:
+            path = self.file(name)
+            if not self.override or not path.is_relative_to(self.override):
+                raise  # a built-in template's fault is a bug, not bad input
+            line = getattr(exc, "lineno", None)
+            raise ConfigError(f"prompt file failed to render: {exc}", file=path, line=line) from None
 
     def source(self, name: str) -> str:
         """Template ``name``'s text as written (for an estimate of its size, no value filled)."""
@@ -63,12 +132,6 @@ class PromptFiles:
                 for name in self.names}
 
 
-def check_prompts_folder(value: str | None) -> str | None:
-    """A ``prompts:`` option's value: an existing folder, or None."""
-    if value is not None and not Path(value).is_dir():
-        raise ValueError(f"prompts folder '{value}' not found")
-    return value
-
-
-#: The type of a step's ``prompts:`` option: a folder that exists, or None.
-PromptsFolder = Annotated[str | None, AfterValidator(check_prompts_folder)]
+#: The type of a step's ``prompts:`` option: a folder that exists (inside the current folder when
+#: a pipeline file names it), or None.
+PromptsFolder = path_option("folder", "prompts folder")

@@ -120,7 +120,8 @@ def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, An
     config = store.run_config(run_id)
     if not config.get("info"):
         raise IntellagentError("this run did not finish; run it again to resume", item=run_id)
-    plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry)
+    plan = plan_from_data(config["spec"], Path(config.get("source", "pipeline.yaml")), registry,
+                          trusted=True)
     data = RunData(store, run_id, plan)
     return plan, build_report(plan, data, RunInfo.model_validate(config["info"]), store), data
 

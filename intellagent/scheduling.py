@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Protocol
 
+from intellagent import bounds
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash, text_hash
 from intellagent.plan import Plan, PlannedStep
@@ -90,6 +91,7 @@ class Scheduler:
         self.make = make
         self.observer = observer
         self.limit = limit
+        self.expected: dict[str, int] = {}  # items of each step in this run's fan-outs so far
         self.by_domain: dict[tuple, list[PlannedStep]] = {}
         for s in steps:
             self.by_domain.setdefault(s.domain, []).append(s)
@@ -153,6 +155,10 @@ class Scheduler:
 
         for s in self.by_domain.get(domain, []):
             self.observer.expect(s, len(names))
+            self.expected[s.name] = self.expected.get(s.name, 0) + len(names)
+            if self.expected[s.name] > bounds.MAX_ITEMS:  # fan-outs that multiply
+                raise IntellagentError(f"more than {bounds.MAX_ITEMS:,} items (a step may make at most "
+                                       "that many in a run, README: Bounds)", item=f"step {s.name}")
         unit = "/".join(domain) + "@"
         await self.plan.executor.map(self._run_scope, children(), limit=self.limit,
                                      key=lambda child: unit + child.key)

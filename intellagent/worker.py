@@ -27,7 +27,8 @@ def run_worker(job: WorkerJob) -> dict[str, Any]:
     registry = load_registry(plugins=plugins)
     store = Store(job.store_url)
     config = store.run_config(job.run_id)
-    plan = plan_from_data(config["spec"], Path(config.get("source") or "pipeline.yaml"), registry)
+    plan = plan_from_data(config["spec"], Path(config.get("source") or "pipeline.yaml"), registry,
+                          trusted=True)
     env = load_environment(**job.environment)
     if env.fingerprint() != job.environment_fingerprint:
         raise IntellagentError("this worker's copy of the environment differs from the run's "

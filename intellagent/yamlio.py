@@ -1,7 +1,9 @@
-"""YAML reading that keeps line numbers, and pydantic validation that reports them."""
+"""Reading the user's YAML (keeping line numbers) and JSON files, and pydantic validation that
+reports them: every fault of such a file is one ConfigError naming the file and line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +45,26 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"invalid YAML: {exc}", file=path) from None
 
 
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file: a file that is missing, a folder, not UTF-8, not JSON or nested past
+    the parser's depth is a ConfigError naming it (and the line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=path) from None
+    except IsADirectoryError:
+        raise ConfigError("is a folder, expected a JSON file", file=path) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    except RecursionError:
+        raise ConfigError("invalid JSON: nested too deeply", file=path) from None
+
+
 def line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
     """The 1-based line of the node at ``loc`` (a pydantic error location), as deep as it resolves."""
     line: int | None = None
@@ -74,6 +96,13 @@ def format_loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
+def error_text(err: dict) -> str:
+    """A pydantic error's message without the "Value error, " pydantic puts before the message
+    of a validator of ours."""
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ") if err.get("type") == "value_error" else msg
+
+
 def validate_data(model: type[M], data: Any, path: str | Path, *, context: dict | None = None) -> M:
     """Validate parsed YAML against ``model``; the first error names its file, line and key."""
     try:
@@ -81,7 +110,7 @@ def validate_data(model: type[M], data: Any, path: str | Path, *, context: dict 
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"]
+        msg = error_text(err)
         if err["type"] == "extra_forbidden":
             msg = f"unknown key '{loc[-1]}'" if loc else "unknown key"
         elif err["type"] == "missing":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,32 @@ def write_env(root: Path) -> Path:
     (env / "data" / "customers.json").write_text(json.dumps(CUSTOMERS, indent=1))
     (env / "data" / "orders.jsonl").write_text("\n".join(json.dumps(o) for o in ORDERS) + "\n")
     return env
+
+
+@lru_cache(maxsize=None)
+def _plain_jinja(folder: str):
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(folder), autoescape=False,
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+
+
+@pytest.fixture(autouse=True)
+def built_in_prompts_render_as_outside_the_sandbox(monkeypatch):
+    """Every built-in prompt any test renders (in Jinja2's sandbox) is also rendered by a plain
+    Jinja2 environment, and the two must agree: the sandbox changes no prompt we ship."""
+    from intellagent.prompts import PromptFiles
+
+    sandboxed = PromptFiles.render
+
+    def render(self, name, **values):
+        text = sandboxed(self, name, **values)
+        if not (self.override and (Path(self.override) / name).is_file()):
+            plain = _plain_jinja(self.builtin).get_template(name).render(**values).strip()
+            assert text == plain, f"{self.builtin}/{name} renders differently in the sandbox"
+        return text
+
+    monkeypatch.setattr(PromptFiles, "render", render)
 
 
 @pytest.fixture

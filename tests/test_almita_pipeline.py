@@ -232,7 +232,8 @@ def test_given_intents_get_generated_procedures(runner, tmp_path):
 def test_bad_procedure_input_is_one_line_and_exit_2(runner, tmp_path):
     result = runner.invoke(cli, ["run", "almita", "--pipeline", "almita", "--workspace", str(tmp_path / "ws"),
                                  "--procedures", str(tmp_path / "missing")])
-    assert result.exit_code == 2 and "procedures folder not found" in result.output
+    assert result.exit_code == 2 and f"--procedures: steps.intents.with.procedures: procedures folder " \
+        f"'{tmp_path / 'missing'}' not found" in result.output
     folder = tmp_path / "procs"
     folder.mkdir()
     (folder / "x.md").write_text("---\napis: [no_such_api]\n---\n# X\n1. Do it.\n")

@@ -4,6 +4,7 @@ and no traceback."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -201,6 +202,123 @@ def validator_crashes_on_seed(env):
                                        "@row_validator('customers')\ndef boom(customer, db):\n"
                                        "    raise RuntimeError('validator bug')\n")
     return "data", "validator boom crashed: RuntimeError: validator bug"
+
+
+def empty_prompt(env):
+    (env / "prompt.md").write_text("  \n\n")
+    return "shop/prompt.md", "the prompt is empty"
+
+
+def empty_data_folder(env):
+    for f in (env / "data").iterdir():
+        f.unlink()
+    return "environment.yaml:7", "seed folder 'data' holds no seed file for any table (expected customers.json"
+
+
+def seed_file_for_no_table(env):
+    (env / "data" / "ghosts.json").write_text("[]")
+    return "data/ghosts.json", "seed file for a table the schema lacks: 'ghosts' (tables: customers, orders)"
+
+
+def seed_mapping_names_no_table(env):
+    edit(env / "environment.yaml", "seed: data", "seed: {customers: data/customers.json, ghosts: data/orders.jsonl}")
+    return "environment.yaml:7", "seed names unknown table 'ghosts' (tables: customers, orders)"
+
+
+def two_seed_files_for_one_table(env):
+    (env / "data" / "customers.jsonl").write_text('{"customer_id": "c9", "name": "Z", "tier": "gold", "credit": 1}\n')
+    return "shop/data", "two seed files for table 'customers': customers.json and customers.jsonl"
+
+
+def seed_integer_past_64_bits(env):
+    edit(env / "data" / "customers.json", '"credit": 10', '"credit": 100000000000000000000000')
+    return "customers.json: item 0", "column 'credit' 100000000000000000000000 is out of range (integers are 64-bit)"
+
+
+def seed_json_nested_too_deeply(env):
+    (env / "data" / "orders.jsonl").write_text('{"order_id": "o1", "customer_id": "c1", "items": '
+                                              + "[" * 100_000 + "]" * 100_000 + "}\n")
+    return "orders.jsonl:1", "invalid JSON: nested too deeply"
+
+
+def seed_csv_row_longer_than_header(env):
+    (env / "data" / "customers.json").unlink()
+    (env / "data" / "customers.csv").write_text("customer_id,name,tier,credit\nc1,A,gold,1\nc2,B,basic,2,9\n")
+    return "customers.csv:3", "1 more field(s) than the header names"
+
+
+def seed_loader_gives_no_records(env):
+    edit(env / "environment.yaml", "  seed: data\n", "  loader: rows.py:load\n")
+    (env / "rows.py").write_text("def load():\n    return {'customers': {'c1': 5}}\n")
+    return "environment.yaml", "seed loader rows.py:load must return {table: {key: record}}: customers['c1'] is a int"
+
+
+def seed_loader_gives_a_table_the_schema_lacks(env):
+    edit(env / "environment.yaml", "  seed: data\n", "  loader: rows.py:load\n")
+    (env / "rows.py").write_text("def load():\n    return {'ghosts': {'g1': {}}}\n")
+    return "environment.yaml", "gives rows for a table the schema lacks: 'ghosts'"
+
+
+def empty_enum(env):
+    edit(env / "schema.yaml", "enum: [basic, gold]", "enum: []")
+    return "schema.yaml:7", "tables.customers.columns.tier.enum: List should have at least 1 item"
+
+
+def tools_file_without_tools(env):
+    (env / "tools.yaml").write_text("tools: []\n")
+    return "tools.yaml:1", "lists no tool"
+
+
+def tool_without_description(env):
+    edit(env / "tools.yaml", "description: Look up a customer.", "description: '  '")
+    return "tools.yaml:3", "a tool's description is what the agent knows of it: it cannot be empty"
+
+
+def validator_with_the_wrong_signature(env):
+    edit(env / "validators.py", "def credit_not_negative(customer, db):", "def credit_not_negative(customer):")
+    return "environment.yaml:9", "validator credit_not_negative must take (record, db)"
+
+
+def validators_file_without_validators(env):
+    (env / "validators.py").write_text("LIMIT = 3\n")
+    return "environment.yaml:9", "validators: 'validators.py' holds no function marked @row_validator"
+
+
+def validator_that_returns_its_complaint(env):
+    (env / "validators.py").write_text("from intellagent.environment import row_validator\n\n\n"
+                                       "@row_validator('orders')\ndef gift_note(order, db):\n"
+                                       "    return 'a gift needs a card' if order.get('note') == 'gift' else None\n")
+    return "data", "orders['o2']: a gift needs a card"
+
+
+SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_mapping_names_no_table,
+                two_seed_files_for_one_table, seed_integer_past_64_bits, seed_json_nested_too_deeply,
+                seed_csv_row_longer_than_header, seed_loader_gives_no_records,
+                seed_loader_gives_a_table_the_schema_lacks, empty_enum, tools_file_without_tools,
+                tool_without_description, validator_with_the_wrong_signature,
+                validators_file_without_validators, validator_that_returns_its_complaint]
+
+
+@pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)
+def test_what_used_to_be_accepted_or_crash_is_refused_by_validate_and_run(case, shop, runner, tmp_path):
+    where, what = case(shop)
+    assert_one_clean_line(runner.invoke(cli, ["validate", str(shop)]), where, what)
+    result = runner.invoke(cli, ["run", str(shop), "--events", "2", "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, where, what)
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_data_folder_may_hold_other_files_beside_every_tables_own(shop, runner, tmp_path):
+    """τ-bench keeps its task files beside its data; --data takes such a folder. When a table
+    has no file, a stray file is likely its own, misnamed: refused."""
+    data = tmp_path / "theirs"
+    shutil.copytree(shop / "data", data)
+    (data / "tasks_test.json").write_text("[]")
+    assert runner.invoke(cli, ["validate", str(shop), "--data", str(data)]).exit_code == 0
+    (data / "orders.jsonl").rename(data / "order.jsonl")
+    result = runner.invoke(cli, ["validate", str(shop), "--data", str(data)])
+    assert_one_clean_line(result, "theirs/order.jsonl", "seed file for a table the schema lacks: 'order' "
+                          "(tables: customers, orders; no file for orders)")
 
 
 CASES = [prompt_not_utf8, prompt_is_a_folder, tools_exit_at_import, tools_interrupt_at_import,

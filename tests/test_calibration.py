@@ -102,7 +102,7 @@ def test_full_agreement_is_kappa_one_and_the_report_shows_it(runner, tmp_path, j
     labels = write_labels(tmp_path / "labels.csv", [(item, policy, violated) for item, policy, violated, _ in rows])
     result = calibrate(runner, ws, labels, run_id)
     assert result.exit_code == 0, result.output
-    assert f"agreement 100% " in result.stdout and "κ 1.00" in result.stdout
+    assert "agreement 100% " in result.stdout and "κ 1.00" in result.stdout
     report = json.loads((ws / "runs" / run_id / "report.json").read_text())
     assert report["calibration"]["overall"]["kappa"] == 1.0 and report["calibration"]["overall"]["n"] == len(rows)
     page = (ws / "runs" / run_id / "report.html").read_text()

@@ -24,6 +24,8 @@ from intellagent.cli import cli
 from intellagent.store import Store
 from intellagent.testing.openai_server import OpenAIServer
 
+pytestmark = pytest.mark.slow  # worker processes and a Ray cluster
+
 EVENTS = 16
 
 

@@ -17,8 +17,9 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "
 SECTIONS = ("summary", "funnel", "success", "by-challenge", "above-threshold", "by-tested", "by-category",
             "policies", "state", "coverage", "invalid-events", "cost", "items")
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
-                                reason="Chromium is not installed (.ci/run installs it)")
+pytestmark = [pytest.mark.slow,  # renders in headless Chromium
+              pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"),
+                                 reason="Chromium is not installed (.ci/run installs it)")]
 
 
 def render(path: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -376,6 +376,28 @@ def test_the_standalone_test_server_counts_requests_without_keeping_them():
     assert refused.stderr.count("\n") == 1 and "address already in use" in refused.stderr, refused.stderr
 
 
+def test_the_standalone_test_server_can_be_stopped_as_soon_as_it_prints_its_url():
+    """The URL line means the server is ready, including to be stopped: its SIGTERM handler is in
+    place when the URL is printed (it used to come after, so a caller that stopped it at once
+    under load killed it before it could say how many requests it served)."""
+    watch = ("import signal, intellagent.testing.openai_server as server\n"
+             "def watched(*args, **kwargs):\n"
+             "    if args and str(args[0]).startswith('http://'):\n"
+             "        print('SIGTERM handled' if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL\n"
+             "              else 'SIGTERM not handled yet', flush=True)\n"
+             "    print(*args, **kwargs)\n"
+             "server.print = watched\n"
+             "server.main()\n")
+    proc = subprocess.Popen([sys.executable, "-c", watch], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "SIGTERM handled"
+        assert proc.stdout.readline().startswith("http://127.0.0.1:")
+    finally:
+        proc.terminate()
+    out = proc.communicate(timeout=10)[0]
+    assert proc.returncode == 0 and json.loads(out.strip().splitlines()[-1])["requests"] == 0
+
+
 def test_persistent_invalid_output_is_its_own_status_naming_every_failed_field():
     with OpenAIServer() as server:
         llm = http_llm(server, validation_retries=1)

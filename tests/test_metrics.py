@@ -86,3 +86,15 @@ def test_a_runs_scores_stream_reads_only_its_scored_items_and_misses_none(tmp_pa
         [(i.step, i.item, s.name, s.status) for i in every for s in i.scores]
     assert [(i.item, s.status) for i, s in data.scores("event")] == \
         [(i.item, s.status) for i in every for s in i.scores if s.name == "event"] != []
+
+
+def test_a_count_stays_an_integer_in_a_metrics_values():
+    """A count is written to a report as 5, not 5.0, whatever pydantic's version (2.8 wrote an int
+    as the first type of float | int that takes it)."""
+    import json
+
+    from intellagent.metrics import MetricResult
+
+    result = MetricResult(name="m", title="t", values={"tasks": 5, "rate": 0.5, "none": None})
+    values = json.loads(result.model_dump_json())["values"]
+    assert type(values["tasks"]) is int and type(values["rate"]) is float and values["none"] is None

@@ -7,8 +7,12 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from tests.conftest import REPO
 from tests.test_scaffold import fresh_venv, run
+
+pytestmark = pytest.mark.slow  # builds a wheel and installs it into a fresh virtualenv
 
 
 def test_wheel_contents_and_install(tmp_path):

@@ -114,6 +114,7 @@ def kill_when(args: list[str], workspace: Path, ready, env: dict) -> None:
     proc.wait()
 
 
+@pytest.mark.slow  # kills a run in a subprocess
 def test_killed_run_resumes_to_the_same_report(tmp_path):
     """Kill a run half-way (SIGKILL), run it again: it finishes without redoing finished items or
     repeating model calls, and its report equals an uninterrupted run's."""
@@ -241,10 +242,10 @@ def test_a_steps_options_the_environment_cannot_serve_are_refused_before_anythin
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text(PIPELINE.read_text().replace("graph: {use: policy-graph}", "graph: {use: picky/picky-graph}"))
     result = runner.invoke(cli, ["validate", "education", "--pipeline", str(pipeline)], obj={"plugins": (plugin,)})
-    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    assert result.exit_code == 2 and result.stderr == f"error: {pipeline}:8: steps.graph.with: education has no book_reservation tool\n"
     result = run_cli(runner, "education", "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws"),
                      obj={"plugins": (plugin,)})
-    assert result.exit_code == 2 and result.stderr == "error: steps.graph.with: education has no book_reservation tool\n"
+    assert result.exit_code == 2 and result.stderr == f"error: {pipeline}:8: steps.graph.with: education has no book_reservation tool\n"
     assert not list((tmp_path / "ws").glob("runs/*"))  # no run was started
     result = run_cli(runner, "airline", "--pipeline", str(pipeline), "--events", "2", "--workspace", str(tmp_path / "ok"),
                      obj={"plugins": (plugin,)})

@@ -16,6 +16,8 @@ from intellagent.cli import cli
 from intellagent.errors import IntellagentError
 from intellagent.store import MIGRATIONS, Store
 
+pytestmark = pytest.mark.slow  # starts a PostgreSQL server
+
 ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "12",
         "--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
 
@@ -144,3 +146,21 @@ def test_run_items_under_a_prefix_on_sqlite(tmp_path):
 
 def test_run_items_under_a_prefix_on_postgresql(postgres_url):
     _items_under_prefixes(Store(postgres_url))
+
+
+def test_reading_commands_open_a_postgresql_store_read_only(runner, tmp_path, postgres_url):
+    """cost and report read a server's runs in read-only transactions; a newer schema there is
+    refused like a file's."""
+    ws = ["--workspace", str(tmp_path / "ws"), "--store", postgres_url]
+    assert runner.invoke(cli, ["run", "education", "--events", "2", *ws]).exit_code in (0, 3)
+    assert runner.invoke(cli, ["cost", *ws]).exit_code == 0
+    assert runner.invoke(cli, ["store", "check", *ws]).stdout.startswith("ok: postgresql+psycopg://")
+    with pytest.raises(Exception, match="read-only transaction"):
+        Store(postgres_url, read_only=True).set_run_status("x", "done")
+    engine = Store(postgres_url).engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO migrations VALUES (99, 'later', 0)")
+    result = runner.invoke(cli, ["cost", *ws])
+    assert result.exit_code == 2 and "this store's schema is at migration 99 (later)" in result.stderr
+    with engine.begin() as conn:  # the server is shared by the other tests
+        conn.exec_driver_sql("DELETE FROM migrations WHERE id = 99")

@@ -20,6 +20,14 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert _test_command() in ci
 
 
+def test_ci_then_runs_the_fast_part_on_the_lowest_versions_pyproject_allows():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    after = ci[ci.index(_test_command()) + 1:]
+    assert any("--resolution lowest-direct" in line and "-e '.[test]'" in line for line in after)
+    assert any(line.endswith('pytest -q -m "not slow"') for line in after)
+    assert '-m "not slow"' in README  # the fast part is documented
+
+
 def test_every_cli_command_is_in_the_reference(runner):
     reference = README.split("## CLI reference", 1)[1].split("\n## ", 1)[0]
     result = runner.invoke(cli, ["--help"])

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import asyncio
 
+import pytest
+
 from intellagent.cli import cli
 from intellagent.environment import load_environment
 from intellagent.llm import LLM
@@ -48,6 +50,7 @@ def finished(workspace: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM items WHERE step = 'intellagent/policy-user'").fetchone()[0]
 
 
+@pytest.mark.slow  # kills a run in a subprocess
 def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
     reference = tmp_path / "reference"
     assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
@@ -132,6 +135,7 @@ def test_the_stored_config_names_the_models_really_used(runner, tmp_path):
     assert set(report_of(tmp_path / "ws")["info"]["models"].values()) == {"mock/schema"}
 
 
+@pytest.mark.slow  # two processes
 def test_two_processes_on_one_workspace(tmp_path):
     reference = tmp_path / "one"
     assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0

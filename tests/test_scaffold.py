@@ -22,18 +22,23 @@ def fresh_venv(root: Path) -> Path:
     site-packages to install into."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
-    target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True).stdout.strip())
     parents = [p for p in site.getsitepackages() if Path(p).is_dir()]
-    (target / "_parent_env.pth").write_text(
+    (site_packages(python) / "_parent_env.pth").write_text(
         "".join(f"import site; site.addsitedir({p!r})\n" for p in parents))
     return python
+
+
+def site_packages(python: Path) -> Path:
+    """The site-packages folder of the environment ``python`` runs in."""
+    return Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
 
 
 def run(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
+@pytest.mark.slow  # installs the project into a fresh virtualenv
 def test_new_env_round_trip_in_a_fresh_virtualenv(tmp_path):
     python = fresh_venv(tmp_path / "venv")
     made = run(python, "-m", "intellagent", "new-env", "retail", "--dir", str(tmp_path))
@@ -41,8 +46,11 @@ def test_new_env_round_trip_in_a_fresh_virtualenv(tmp_path):
     project = tmp_path / "retail"
     assert (project / "pyproject.toml").is_file() and (project / ".intellagent-answers.yml").is_file()
 
+    # this venv also sees the packages of the one running the tests, where the user may have
+    # installed an environment project named retail of their own: look for the copy installed here
+    target = str(site_packages(python))
     before = run(python, "-m", "intellagent", "envs")
-    assert "retail/retail" not in before.stdout
+    assert not [l for l in before.stdout.splitlines() if l.startswith("retail/retail") and target in l]
 
     installed = run(python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
                     "--disable-pip-version-check", "-q", str(project))
@@ -51,7 +59,7 @@ def test_new_env_round_trip_in_a_fresh_virtualenv(tmp_path):
     envs = run(python, "-m", "intellagent", "envs")
     assert envs.returncode == 0, envs.stderr
     line = next(l for l in envs.stdout.splitlines() if l.startswith("retail/retail"))
-    assert "retail 0.1.0" in line and "site-packages" in line  # the installed copy, not the source
+    assert "retail 0.1.0" in line and target in line  # the copy installed here, not the source
     assert "intellagent/retail" in envs.stdout  # the built-in one is still there
 
     valid = run(python, "-m", "intellagent", "validate", "retail/retail")

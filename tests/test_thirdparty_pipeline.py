@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # installs a package, kills and resumes runs
+
 PLUGIN = '''
 """Catalogue → conversations → drafts → polished → calls (nested) → replays → summary."""
 import asyncio

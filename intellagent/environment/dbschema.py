@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Literal
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -17,7 +18,8 @@ class Column(StrictModel):
     type: ColumnType
     description: str = ""
     nullable: bool = False
-    enum: list[str | int] | None = Field(default=None, description="The only values allowed.")
+    enum: list[str | int] | None = Field(default=None, min_length=1, description="The only values "
+                                         "allowed.")
     references: str | None = Field(default=None, description="Foreign key, as 'table.column'.")
     omit_if_null: bool = Field(
         default=False,
@@ -140,6 +142,10 @@ def value_problem(column: Column, value: Any) -> str | None:
     kind = column.type
     if not _FITS[kind](value):
         return f"expected {kind}, got {type(value).__name__} {value!r}"
+    if kind == "integer" and not -2**63 <= value < 2**63:
+        return f"{value} is out of range (integers are 64-bit)"
+    if kind == "number" and not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
     if kind in ("date", "datetime"):
         from datetime import date, datetime
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -15,10 +15,12 @@ from intellagent.environment.database import Database, RowError
 from intellagent.environment.dbschema import DatabaseSchema
 from intellagent.environment.manifest import EnvironmentManifest
 from intellagent.environment.refs import ReferenceError_, load_module, resolve
-from intellagent.environment.seed import find_seed_file, read_seed
+from intellagent.environment.seed import find_seed_file, read_seed, seed_table
 from intellagent.environment.tools import Tool, ToolsFile, ToolSpec, bind_tool
-from intellagent.environment.validators import Validator, collect_validators, validate_database
+from intellagent.environment.validators import (Validator, collect_validators, signature_problem,
+                                                validate_database)
 from intellagent.errors import EnvironmentError_, IntellagentError
+from intellagent.paths import inside
 from intellagent.yamlio import line_of, load_model, read_yaml, validate_data
 
 MANIFEST = "environment.yaml"
@@ -119,9 +121,18 @@ class Environment(BaseModel):
             except Exception as exc:
                 raise EnvironmentError_(f"seed loader {self.seed_loader} failed: {type(exc).__name__}: "
                                         f"{exc}", file=self.path / MANIFEST) from None
+            shape = f"seed loader {self.seed_loader} must return {{table: {{key: record}}}}"
             if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-                raise EnvironmentError_(f"seed loader {self.seed_loader} must return {{table: {{key: "
-                                        "record}}}", file=self.path / MANIFEST)
+                raise EnvironmentError_(shape, file=self.path / MANIFEST)
+            for table, rows in data.items():
+                if self.db_schema is not None and table not in self.db_schema.tables:
+                    raise EnvironmentError_(f"seed loader {self.seed_loader} gives rows for a table the "
+                                            f"schema lacks: '{table}' (tables: "
+                                            f"{', '.join(self.db_schema.tables)})", file=self.path / MANIFEST)
+                odd = next((k for k, r in rows.items() if not isinstance(r, dict)), None)
+                if odd is not None:
+                    raise EnvironmentError_(f"{shape}: {table}[{odd!r}] is a {type(rows[odd]).__name__}",
+                                            file=self.path / MANIFEST)
             self._loaded = data
         return self._loaded
 
@@ -154,23 +165,30 @@ class Environment(BaseModel):
         return self._fingerprint
 
 
-def _file(base: Path, rel: str, what: str, manifest: Path) -> Path:
-    path = (base / rel).resolve()
-    if not path.is_relative_to(base.resolve()):
-        raise EnvironmentError_(f"{what} '{rel}' points outside the environment folder", file=manifest)
+def _file(base: Path, rel: str, what: str, manifest: Path, line: int | None = None) -> Path:
+    """The file ``rel`` names inside the environment folder ``base`` (symbolic links followed)."""
+    path = inside(base, rel)
+    if path is None:
+        raise EnvironmentError_(f"{what} '{rel}' points outside the environment folder", file=manifest,
+                                line=line)
     if not path.exists():
-        raise EnvironmentError_(f"{what} file '{rel}' not found", file=manifest)
+        raise EnvironmentError_(f"{what} file '{rel}' not found", file=manifest, line=line)
     return path
 
 
 def _text(path: Path, what: str) -> str:
+    """The text of a Markdown part; an empty one is refused (an agent with no prompt tests nothing:
+    no policy to break, every event passes)."""
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except IsADirectoryError:
         raise EnvironmentError_(f"the {what} is a folder, expected a Markdown file", file=path) from None
     except UnicodeDecodeError as exc:
         raise EnvironmentError_(f"the {what} is not UTF-8 text (byte {exc.start}: {exc.reason})",
                                 file=path) from None
+    if not text.strip():
+        raise EnvironmentError_(f"the {what} is empty", file=path)
+    return text
 
 
 def load_environment(path: str | Path, *, data: str | Path | None = None,
@@ -196,29 +214,38 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
         hint = (f" (it holds {inside[0].parent}: give that folder, or `pip install -e {folder}` and use "
                 "the environment's name)") if inside else ""
         raise EnvironmentError_(f"no {MANIFEST} in this folder{hint}", file=folder)
-    manifest = load_model(EnvironmentManifest, manifest_path)
+    raw_manifest = read_yaml(manifest_path)
+    if raw_manifest is None:
+        raise EnvironmentError_("file is empty", file=manifest_path)
+    manifest = validate_data(EnvironmentManifest, raw_manifest, manifest_path)
+
+    def at(*loc: Any) -> int | None:  # the manifest's line for a key
+        return line_of(raw_manifest, loc)
 
     if prompt is not None:
         prompt_path = Path(prompt)
         if not prompt_path.is_file():
             raise EnvironmentError_("prompt file not found", file=prompt_path)
     else:
-        prompt_path = _file(folder, manifest.prompt, "prompt", manifest_path)
+        prompt_path = _file(folder, manifest.prompt, "prompt", manifest_path, at("prompt"))
     prompt = _text(prompt_path, "prompt")
-    task = _text(_file(folder, manifest.task, "task", manifest_path), "task") if manifest.task else None
+    task = _text(_file(folder, manifest.task, "task", manifest_path, at("task")), "task") \
+        if manifest.task else None
 
     schema = None
     seed_files: dict[str, Path] = {}
     if data is not None and manifest.database is None:
         raise EnvironmentError_(f"--data given, but environment '{manifest.name}' has no database",
-                                file=manifest_path)
+                                file=manifest_path, line=at("database"))
     if manifest.database is not None:
-        schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path)
+        schema_path = _file(folder, manifest.database.schema_file, "database schema", manifest_path,
+                            at("database", "schema"))
         schema = load_model(DatabaseSchema, schema_path)
-        seed_files = _seed_files(folder, manifest, schema, manifest_path, data)
+        seed_files = _seed_files(folder, manifest, schema, manifest_path, data, at)
         if manifest.database.loader and data is not None:
             raise EnvironmentError_("--data cannot replace the rows of an environment whose seed "
-                                    "comes from a loader", file=manifest_path)
+                                    "comes from a loader", file=manifest_path,
+                                    line=at("database", "loader"))
 
     env = Environment(name=manifest.name, version=manifest.version, description=manifest.description,
                       tool_timeout=manifest.tool_timeout,
@@ -227,7 +254,7 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
                       seed_loader=manifest.database.loader if manifest.database else None)
 
     if manifest.tools:
-        tools_path = _file(folder, manifest.tools, "tools", manifest_path)
+        tools_path = _file(folder, manifest.tools, "tools", manifest_path, at("tools"))
         raw = read_yaml(tools_path)
         tools_file = validate_data(ToolsFile, raw, tools_path)
         seen: set[str] = set()
@@ -258,28 +285,41 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
         try:
             module = load_module(manifest.validators, folder)
         except ReferenceError_ as exc:
-            env._problems.append(EnvironmentError_(f"validators: {exc}", file=manifest_path))
+            env._problems.append(EnvironmentError_(f"validators: {exc}", file=manifest_path,
+                                                   line=at("validators")))
         else:
-            env._validators = collect_validators(module)
+            validators = collect_validators(module)
+            if not validators:
+                env._problems.append(EnvironmentError_(
+                    f"validators: '{manifest.validators}' holds no function marked @row_validator or "
+                    "@database_validator", file=manifest_path, line=at("validators")))
+            for v in validators:  # one that cannot be called is reported here, not once per row
+                problem = signature_problem(v)
+                if problem:
+                    env._problems.append(EnvironmentError_(problem, file=manifest_path, line=at("validators")))
+                else:
+                    env._validators.append(v)
             if schema is not None:
                 for v in env._validators:
                     if v.kind == "row" and v.table not in schema.tables:
                         env._problems.append(EnvironmentError_(
                             f"validator {v.name} is for unknown table '{v.table}'",
-                            file=manifest_path))
+                            file=manifest_path, line=at("validators")))
 
     if manifest.checks:
         try:
             module = load_module(manifest.checks, folder)
         except ReferenceError_ as exc:
-            env._problems.append(EnvironmentError_(f"checks: {exc}", file=manifest_path))
+            env._problems.append(EnvironmentError_(f"checks: {exc}", file=manifest_path,
+                                                   line=at("checks")))
         else:
             env._checks, problems = collect_checks(module)
-            env._problems.extend(EnvironmentError_(p, file=manifest_path) for p in problems)
+            env._problems.extend(EnvironmentError_(p, file=manifest_path, line=at("checks"))
+                                 for p in problems)
             if not env._checks and not problems:
                 env._problems.append(EnvironmentError_(f"checks: '{manifest.checks}' holds no "
                                                        "function marked @rule_check",
-                                                       file=manifest_path))
+                                                       file=manifest_path, line=at("checks")))
 
     if strict and env._problems:
         raise env._problems[0]
@@ -288,9 +328,18 @@ def load_environment(path: str | Path, *, data: str | Path | None = None,
 
 
 def _seed_files(folder: Path, manifest: EnvironmentManifest, schema: DatabaseSchema,
-                manifest_path: Path, data: str | Path | None) -> dict[str, Path]:
+                manifest_path: Path, data: str | Path | None,
+                at: Callable[..., int | None]) -> dict[str, Path]:
+    """The seed file of each table: from the manifest's mapping, its seed folder, or ``--data``.
+    A folder holds one file per table (``<table>.json``, ``.jsonl``, ``.csv``, optionally
+    gzipped); one holding none, or in the environment's own folder a file for a table the schema
+    lacks, is refused. A ``--data`` folder may hold other files beside its tables' (τ-bench keeps
+    its task files there), unless a table has no file: then the stray file is likely its own."""
     seed = manifest.database.seed if manifest.database else None
+    where: Path = manifest_path
+    line = at("database", "seed")
     if data is not None:
+        where, line = Path(data), None
         seed = str(Path(data).resolve())
         if not Path(seed).is_dir():
             raise EnvironmentError_("data folder not found", file=data)
@@ -299,23 +348,34 @@ def _seed_files(folder: Path, manifest: EnvironmentManifest, schema: DatabaseSch
     if isinstance(seed, dict):
         unknown = [t for t in seed if t not in schema.tables]
         if unknown:
-            raise EnvironmentError_(f"seed names unknown table '{unknown[0]}'", file=manifest_path)
-        return {t: _file(folder, f, f"seed for '{t}'", manifest_path) for t, f in seed.items()}
-    seed_dir = (folder / seed).resolve() if data is None else Path(seed)
-    if data is None and not seed_dir.is_relative_to(folder.resolve()):
+            raise EnvironmentError_(f"seed names unknown table '{unknown[0]}' (tables: "
+                                    f"{', '.join(schema.tables)})", file=manifest_path,
+                                    line=at("database", "seed", unknown[0]))
+        return {t: _file(folder, f, f"seed for '{t}'", manifest_path, at("database", "seed", t))
+                for t, f in seed.items()}
+    seed_dir = inside(folder, seed) if data is None else Path(seed)
+    if seed_dir is None:
         raise EnvironmentError_(f"seed folder '{seed}' points outside the environment folder",
-                                file=manifest_path)
+                                file=manifest_path, line=line)
     if not seed_dir.is_dir():
-        raise EnvironmentError_(f"seed folder '{seed}' not found", file=manifest_path)
+        raise EnvironmentError_(f"seed folder '{seed}' not found", file=manifest_path, line=line)
     found = {}
     for table in schema.tables:
         f = find_seed_file(seed_dir, table)
         if f is not None:
             found[table] = f
-    if data is not None and not found:
-        raise EnvironmentError_("data folder holds no seed file for any table (expected "
+    what = "data folder" if data is not None else f"seed folder '{seed}'"
+    if not found:
+        raise EnvironmentError_(f"{what} holds no seed file for any table (expected "
                                 + ", ".join(f"{t}.json" for t in schema.tables) + ", or .jsonl/.csv/.gz)",
-                                file=data)
+                                file=where, line=line)
+    strays = [p for p in sorted(seed_dir.iterdir()) if p.is_file() and seed_table(p) is not None
+              and seed_table(p) not in schema.tables]
+    missing = [t for t in schema.tables if t not in found]
+    if strays and (data is None or missing):
+        lacking = f"; no file for {', '.join(missing)}" if missing else ""
+        raise EnvironmentError_(f"seed file for a table the schema lacks: '{seed_table(strays[0])}' "
+                                f"(tables: {', '.join(schema.tables)}{lacking})", file=strays[0])
     return found
 
 

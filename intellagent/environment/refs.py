@@ -10,15 +10,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from intellagent.paths import inside
+
 
 class ReferenceError_(ValueError):
     """A reference that does not resolve; the message says why."""
 
 
 def load_module(ref: str, base: Path) -> ModuleType:
-    """``pkg.module`` is imported; ``file.py`` is loaded from the folder ``base``."""
+    """``pkg.module`` is imported; ``file.py`` is loaded from the folder ``base``, and only from
+    inside it (symbolic links followed): code runs from where it belongs, never from a path that
+    climbs out (``../``, an absolute path, a link)."""
     if ref.endswith(".py"):
-        path = (base / ref).resolve()
+        path = inside(base, ref)
+        if path is None:
+            raise ReferenceError_(f"Python file '{ref}' points outside {base}")
         if not path.is_file():
             raise ReferenceError_(f"Python file '{ref}' not found in {base}")
         digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]

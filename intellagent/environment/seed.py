@@ -15,12 +15,25 @@ from intellagent.errors import EnvironmentError_
 SEED_SUFFIXES = (".json", ".jsonl", ".csv")
 
 
-def find_seed_file(folder: Path, table: str) -> Path | None:
+def seed_table(path: Path) -> str | None:
+    """The table a file named like a seed file is for (``users.json.gz`` → ``users``), else None."""
+    name = path.name.removesuffix(".gz")
     for suffix in SEED_SUFFIXES:
-        for candidate in (folder / f"{table}{suffix}", folder / f"{table}{suffix}.gz"):
-            if candidate.is_file():
-                return candidate
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name.removesuffix(suffix)
     return None
+
+
+def find_seed_file(folder: Path, table: str) -> Path | None:
+    """The one seed file of ``table`` in ``folder`` (None if there is none; two are refused:
+    which rows count would otherwise depend on the order we look)."""
+    found = [candidate for suffix in SEED_SUFFIXES
+             for candidate in (folder / f"{table}{suffix}", folder / f"{table}{suffix}.gz")
+             if candidate.is_file()]
+    if len(found) > 1:
+        raise EnvironmentError_(f"two seed files for table '{table}': {found[0].name} and "
+                                f"{found[1].name} (keep one)", file=folder)
+    return found[0] if found else None
 
 
 def _read_text(path: Path) -> str:
@@ -58,6 +71,8 @@ def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+        except RecursionError:
+            raise EnvironmentError_("invalid JSON: nested too deeply", file=path) from None
         if isinstance(data, dict):
             for key, record in data.items():
                 add(record, f"{table_name}[{key!r}]", key)
@@ -74,10 +89,15 @@ def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=n) from None
+            except RecursionError:
+                raise EnvironmentError_("invalid JSON: nested too deeply", file=path, line=n) from None
             add(record, f"line {n}")
     elif kind == "csv":
         reader = csv.DictReader(io.StringIO(text))
         for n, raw in enumerate(reader, 2):
+            if None in raw:  # DictReader keeps the fields past the header under None
+                raise EnvironmentError_(f"{len(raw[None])} more field(s) than the header names", file=path,
+                                        line=n)
             try:
                 record = {k: _from_csv(table.columns[k], v) for k, v in raw.items() if k in table.columns}
             except ValueError as exc:
@@ -106,6 +126,6 @@ def _from_csv(col: Column, text: str | None) -> Any:
             return lowered in ("true", "1", "yes")
         if col.type == "json":
             return json.loads(text)
-    except (ValueError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         raise ValueError(f"{text!r} is not a valid {col.type}") from None
     return text

@@ -36,7 +36,7 @@ class ToolSpec(StrictModel):
     """One tool the agent under test may call."""
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-    description: str
+    description: str = Field(description="What the tool does, for the agent.")
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}, "required": []},
         description="JSON Schema of the arguments (an object schema).")
@@ -52,6 +52,13 @@ class ToolSpec(StrictModel):
                                  "that need more than the call (e.g. how two invocations are "
                                  "compared, parameters the harness injects).")
     _source: str = PrivateAttr(default="")
+
+    @field_validator("description")
+    @classmethod
+    def _said(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a tool's description is what the agent knows of it: it cannot be empty")
+        return value
 
     @field_validator("parameters", "meta", mode="after")
     @classmethod
@@ -84,7 +91,15 @@ class ToolSpec(StrictModel):
 
 
 class ToolsFile(StrictModel):
-    tools: list[ToolSpec]
+    tools: list[ToolSpec] = Field(description="At least one tool (an environment without tools "
+                                  "names no tools file).")
+
+    @field_validator("tools")
+    @classmethod
+    def _some(cls, value: list[ToolSpec]) -> list[ToolSpec]:
+        if not value:
+            raise ValueError("lists no tool (an environment without tools names no tools file)")
+        return value
 
 
 class ToolResult(BaseModel):

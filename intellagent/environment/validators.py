@@ -6,6 +6,7 @@ message a model can act on; the generator shows it to the model that made the ro
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -50,14 +51,35 @@ def collect_validators(module: ModuleType) -> list[Validator]:
     return out
 
 
-def run_validator(validator: Validator, *args: Any) -> str | None:
-    """The validator's complaint, or None. A validator that crashes is reported as such."""
+def signature_problem(validator: Validator) -> str | None:
+    """Why ``validator`` cannot be called as its kind is (``fn(record, db)`` for a row,
+    ``fn(db)`` for the database), or None."""
+    wanted = ("record", "db") if validator.kind == "row" else ("db",)
     try:
-        validator.func(*args)
+        inspect.signature(validator.func).bind(*wanted)
+    except TypeError:
+        return f"validator {validator.name} must take ({', '.join(wanted)})"
+    except ValueError:  # a builtin without a signature: let it run
+        return None
+    if inspect.iscoroutinefunction(validator.func):
+        return f"validator {validator.name} is async (async def): validators run synchronously"
+    return None
+
+
+def run_validator(validator: Validator, *args: Any) -> str | None:
+    """The validator's complaint, or None: what it raises (ValidationFailed, ValueError, an
+    assertion) or returns (a message, or a list of them). A validator that crashes is reported
+    as such."""
+    try:
+        said = validator.func(*args)
     except (ValidationFailed, ValueError, AssertionError) as exc:
         return str(exc) or type(exc).__name__
     except Exception as exc:
         return f"validator {validator.name} crashed: {type(exc).__name__}: {exc}"
+    if isinstance(said, str) and said:
+        return said
+    if isinstance(said, (list, tuple)) and said and all(isinstance(s, str) for s in said):
+        return "; ".join(said)
     return None
 
 
@@ -70,8 +92,7 @@ def validate_database(db: Database, validators: list[Validator], *, limit: int =
         if v.kind != "row":
             continue
         if v.table not in db.schema.tables:
-            problems.append(f"validator {v.name} is for unknown table '{v.table}'")
-            continue
+            continue  # the loader reports it
         records = (db.items(v.table) if rows is None
                    else [(key, db.get(table, key)) for table, key in rows if table == v.table])
         for key, record in records:

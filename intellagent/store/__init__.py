@@ -18,12 +18,14 @@ import sqlalchemy as sa
 
 from intellagent.errors import IntellagentError
 from intellagent.store.calls import INSERT_CALL, CallLog
-from intellagent.store.connection import (HotConnection, normalize_url, safe_url, sqlite_begin,
-                                          sqlite_pragmas, url_password)
+from intellagent.store.connection import (HotConnection, normalize_url, read_only_args,
+                                          read_only_url, safe_url, sqlite_begin, sqlite_pragmas,
+                                          sqlite_read_pragmas, url_password)
 from intellagent.store.items import ItemRecords
 from intellagent.store.leases import HOST, RELEASE, Leases
 from intellagent.store.runs import RunRecords
-from intellagent.store.schema import MIGRATIONS, LLMCallRow, migrate
+from intellagent.store.schema import (MIGRATIONS, LLMCallRow, StoreError, applied, check_version,
+                                      integrity_problems, migrate, schema_problems)
 
 __all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "Store", "normalize_url",
            "open_store", "url_password"]
@@ -56,9 +58,13 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     FLUSH_SECONDS = 0.25
     FLUSH_ROWS = 64
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False, check: bool = True) -> None:
+        """Open the store at ``url``: migrated to this version's schema (``read_only``: never
+        written, for commands that only read runs), then (``check``) its tables and, on SQLite,
+        the file's pages checked, so a store that cannot serve a run is refused before any work."""
         url = normalize_url(url)
         self.url = url
+        self.read_only = read_only
         self._pending_calls = []
         self._pending_items = {}
         self._replacing = set()
@@ -66,23 +72,51 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         self._pending_releases = []
         self._last_flush = time.monotonic()
         try:
-            self.engine = sa.create_engine(url)
+            self.engine = sa.create_engine(read_only_url(url) if read_only else url,
+                                           **(read_only_args(url) if read_only else {}))
         except ModuleNotFoundError as exc:
             raise IntellagentError(f"the store needs the '{exc.name}' driver: pip install "
                                    "'intellagent[postgres]'", item="store") from None
         except sa.exc.ArgumentError as exc:
             raise IntellagentError(f"not a store URL: {exc}", item="store") from None
         if self.engine.dialect.name == "sqlite":
-            sa.event.listen(self.engine, "connect", sqlite_pragmas)
+            sa.event.listen(self.engine, "connect", sqlite_read_pragmas if read_only else sqlite_pragmas)
             sa.event.listen(self.engine, "begin", sqlite_begin)
         self._hot = HotConnection(self.engine)
+        where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
         try:
-            self.migrate()
+            if read_only:
+                with self.engine.connect() as conn:
+                    check_version(applied(conn), read_only=True)
+            else:
+                self.migrate()
+            problems = self.problems() if check else []
+        except StoreError as exc:
+            raise StoreError(exc.message, file=where, item=None if where else safe_url(url)) from None
         except sa.exc.DatabaseError as exc:
-            where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
             raise IntellagentError(f"not a usable IntellAgent store: {exc.orig or exc}"
                                    .split("\n")[0], file=where,
                                    item=None if where else safe_url(url)) from None
+        if problems:
+            more = f" ({len(problems) - 1} more: intellagent store check)" if len(problems) > 1 else ""
+            raise StoreError(problems[0] + more, file=where, item=None if where else safe_url(url))
+
+    def problems(self, *, thorough: bool = False) -> list[str]:
+        """What keeps the store from serving a run: a table or column it lacks, and on SQLite a
+        damaged file (``thorough``: SQLite's full integrity check, indexes included)."""
+        with self.engine.connect() as conn:
+            return schema_problems(conn) + integrity_problems(conn, thorough=thorough)
+
+    def describe(self) -> str:
+        """Its schema version and how many runs, items and model calls it holds."""
+        from intellagent.store.schema import SCHEMA, ItemRow, LLMCallRow, RunRow
+
+        with self.engine.connect() as conn:
+            done = applied(conn)
+            counts = [conn.execute(sa.select(sa.func.count()).select_from(t.__table__)).scalar()
+                      for t in (RunRow, ItemRow, LLMCallRow)]
+        return (f"schema at migration {max(done, default=0)} of {SCHEMA}; {counts[0]} run(s), "
+                f"{counts[1]} item(s), {counts[2]} model call(s)")
 
     @classmethod
     def for_workspace(cls, workspace: str | Path) -> "Store":

@@ -29,6 +29,21 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def read_only_url(url: str) -> str:
+    """The URL that opens the store without the right to write: SQLite's ``mode=ro`` (the file
+    may sit in a folder the user cannot write)."""
+    if url.startswith("sqlite:///") and "?" not in url:
+        return f"sqlite:///file:{url.removeprefix('sqlite:///')}?mode=ro&uri=true"
+    return url
+
+
+def read_only_args(url: str) -> dict[str, Any]:
+    """Engine arguments that make every transaction on a server read-only."""
+    if url.startswith("postgresql"):
+        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
+    return {}
+
+
 def safe_url(url: str) -> str:
     """The URL as it may be printed (without a password)."""
     try:
@@ -44,6 +59,16 @@ def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+def sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    """A read-only connection's settings: it waits for writers, and changes nothing (not even
+    the journal mode: the folder may not be ours to write)."""
+    dbapi_conn.isolation_level = None
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA query_only=ON")
     cur.close()
 
 

@@ -8,6 +8,8 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
+from intellagent.errors import IntellagentError
+
 class RunRow(SQLModel, table=True):
     __tablename__ = "runs"
     id: str = Field(primary_key=True)
@@ -183,9 +185,75 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
 COMPACT_KEYS = 8
 
 
+#: The newest schema this version reads and writes.
+SCHEMA = max(number for number, _, _ in MIGRATIONS)
+
+
+class StoreError(IntellagentError):
+    """A store this version cannot use (newer, damaged, missing a table): refused on open."""
+
+
+def applied(conn: sa.Connection) -> dict[int, str]:
+    """The migrations applied to ``conn``'s store, {number: name} (empty: a new store)."""
+    if not sa.inspect(conn).has_table(MigrationRow.__tablename__):
+        return {}
+    return {n: name for n, name in conn.execute(sa.select(MigrationRow.__table__.c.id,
+                                                          MigrationRow.__table__.c.name))}
+
+
+def check_version(done: dict[int, str], *, read_only: bool = False) -> None:
+    """Refuse a store a newer IntellAgent has migrated (it may hold rows this version would
+    misread or break), and, opened read-only, one that still needs migrations it cannot apply."""
+    from intellagent import __version__
+
+    newest = max(done, default=0)
+    if newest > SCHEMA:
+        raise StoreError(f"this store's schema is at migration {newest} ({done[newest]}), newer than "
+                         f"IntellAgent {__version__} knows (migrations 1-{SCHEMA}): use the "
+                         "IntellAgent that made it, or upgrade")
+    missing = [n for n, _, _ in MIGRATIONS if n not in done]
+    if read_only and missing:
+        raise StoreError(f"this store's schema needs migrations {missing[0]}-{missing[-1]} of "
+                         f"IntellAgent {__version__}, which a read-only open cannot apply: open it "
+                         "writable once (intellagent store check)")
+
+
+def schema_problems(conn: sa.Connection) -> list[str]:
+    """What the store lacks of the tables and columns this version uses (a table dropped, a
+    column gone): every one is a query that would fail after a run's work."""
+    inspector = sa.inspect(conn)
+    names = set(inspector.get_table_names())
+    problems = []
+    for table in SQLModel.metadata.sorted_tables:
+        if table.name not in names:
+            problems.append(f"table '{table.name}' is missing")
+            continue
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        lacking = [c.name for c in table.columns if c.name not in have]
+        if lacking:
+            problems.append(f"table '{table.name}' lacks column(s) {', '.join(lacking)}")
+    return problems
+
+
+def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[str]:
+    """SQLite's own check of the file (``quick_check``: pages and records, about 1 s a GB;
+    ``integrity_check`` with ``thorough``: indexes too); nothing to check for a server."""
+    if conn.dialect.name != "sqlite":
+        return []
+    pragma = "integrity_check" if thorough else "quick_check"
+    rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+    if rows == ["ok"]:
+        return []
+    lines = [line.strip() for row in rows for line in row.splitlines()
+             if line.strip() and not line.startswith("***")]
+    return [f"the database file is damaged ({pragma}): {line}" for line in lines[:20]]
+
+
 def migrate(conn: sa.Connection) -> list[int]:
     """Apply the migrations ``conn``'s store lacks, in order, inside the caller's transaction
-    (which holds the write lock: two processes starting on a new store, one migrates)."""
+    (which holds the write lock: two processes starting on a new store, one migrates). A store
+    a newer version migrated is refused before anything is written."""
+    check_version(applied(conn))
     SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
     done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}
     applied_now = []

@@ -55,9 +55,10 @@ def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Pa
 
     registry = registry or load_registry()
     if isinstance(pipeline, dict):
-        plan = plan_from_data(pipeline, Path("<test pipeline>"), registry, overrides=overrides)
+        plan = plan_from_data(pipeline, Path("<test pipeline>"), registry, overrides=overrides,
+                              trusted=True, supplied=providers or {})
     else:
-        plan = load_plan(pipeline, registry, overrides=overrides)
+        plan = load_plan(pipeline, registry, overrides=overrides, supplied=providers or {})
     if store is None:
         store = Store.for_workspace(workspace) if workspace is not None else Store.in_memory()
 

@@ -369,14 +369,15 @@ def main(argv: list[str] | None = None) -> None:
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
                           seed=args.seed, list_items=args.list_items, quirks=args.quirk,
                           keep_requests=False, port=args.port)
+    # the handler before the URL: a caller may stop the server as soon as it has read the URL
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         server.start()
     except OSError as exc:
         print(f"openai_server: {exc.strerror or exc}", file=sys.stderr)
         raise SystemExit(2) from None
     print(server.base_url, flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         stop.wait()
     except KeyboardInterrupt:

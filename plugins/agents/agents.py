@@ -39,7 +39,7 @@ from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
 from intellagent.llm.types import ToolCall
-from intellagent.model import StrictModel
+from intellagent.model import HttpURL, StrictModel
 from intellagent.offload import OffloadCrash, OffloadTimeout
 from intellagent_plugins.agents.tool_endpoint import ServesTools, ToolServer, mcp_missing
 
@@ -141,7 +141,7 @@ async def start_tool_server(env: Any) -> ToolServer:
 
 
 class HttpConfig(StrictModel):
-    url: str = Field(pattern=r"^https?://", description="The endpoint IntellAgent POSTs each turn to.")
+    url: HttpURL = Field(description="The endpoint IntellAgent POSTs each turn to.")
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds per request.")
     retries: int = Field(default=2, ge=0, le=10, description="Retries of a request that could not "
                          "reach the agent (refused, DNS, timeout, 5xx), with back-off.")
@@ -150,7 +150,7 @@ class HttpConfig(StrictModel):
                                               "{Authorization: {env: AGENT_TOKEN}}.")
     version: str | None = Field(default=None, max_length=200, description="The agent's version: "
                                 "its dialogs are then reused for the same version only.")
-    health_url: str | None = Field(default=None, pattern=r"^https?://", description="GET before "
+    health_url: HttpURL | None = Field(default=None, description="GET before "
                                    "the run instead of a one-message conversation.")
     max_connections: int = Field(default=64, ge=1, le=1024, description="Connections kept open "
                                  "to the endpoint for the whole run.")

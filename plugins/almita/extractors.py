@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.model import StrictModel
+from intellagent.paths import path_option
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import Extractor, Output, Score, ScoreSpec, Statuses
 from intellagent_plugins.almita.apis import ApiList, api_from_draft, check_apis
@@ -24,6 +26,8 @@ from intellagent_plugins.almita.prompts import Prompts
 from intellagent_plugins.almita.rules import check_conversation_graph, check_flowgraph
 from intellagent_plugins.almita.sources import files_digest, read_intents, read_procedures, slug
 
+IntentsFile = path_option("file", "intents file")
+ProceduresFolder = path_option("folder", "procedures folder")
 GENERATOR_ROLE = {"generator": "writes ALMITA's intents, procedures, APIs, graphs and conversations"}
 
 #: What the funnel records of each generated artefact.
@@ -76,14 +80,15 @@ class IntentList(BaseModel):
 
 
 class IntentsConfig(StrictModel):
-    intents_file: str | None = Field(default=None, description="A file listing the intents (one a "
-                                     "line, or a YAML/JSON list); only these are tested.")
-    procedures: str | None = Field(default=None, description="A folder of procedure Markdown files "
-                                   "(front matter: intent, apis); default: the environment's "
-                                   "procedures/ folder, if it has one.")
+    intents_file: IntentsFile = Field(default=None, description="A file listing the intents (one "
+                                      "a line, or a YAML/JSON list); only these are tested.")
+    procedures: ProceduresFolder = Field(default=None, description="A folder of procedure Markdown "
+                                         "files (front matter: intent, apis); default: the "
+                                         "environment's procedures/ folder, if it has one.")
     environment_procedures: bool = Field(default=True, description="Use the environment's "
                                          "procedures/ folder when no folder is given.")
-    count: int = Field(default=10, ge=1, description="Intents to generate when none are given.")
+    count: int = Field(default=10, ge=1, le=MAX_ITEMS,
+                       description="Intents to generate when none are given.")
     domain: str | None = Field(default=None, description="The domain to generate intents and "
                                "procedures for; default: the environment's description and prompt.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
@@ -148,7 +153,8 @@ class ProcedureList(BaseModel):
 
 
 class ProceduresConfig(StrictModel):
-    per_intent: int = Field(default=2, ge=1, description="Procedures to generate per intent (the "
+    per_intent: int = Field(default=2, ge=1, le=MAX_TURNS,
+                            description="Procedures to generate per intent (the "
                             "paper: 2); given procedures are used as they are.")
     domain: str | None = None
     prompts: PromptsFolder = None

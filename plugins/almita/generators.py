@@ -10,6 +10,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_ITEMS, MAX_ROUNDS
 from intellagent.model import StrictModel
 from intellagent.steps import Generator, Output, Sampler
 from intellagent_plugins.almita.artefacts import (Action, Conversation, ConversationGraph,
@@ -23,11 +24,12 @@ from intellagent_plugins.almita.sampling import inverse_visit_paths, uniform_pat
 
 
 class PathsConfig(StrictModel):
-    paths: int = Field(default=5, ge=1, description="Different paths to sample per graph.")
+    paths: int = Field(default=5, ge=1, le=MAX_ITEMS, description="Different paths to sample per graph.")
     method: Literal["inverse-visit", "uniform"] = Field(
         default="inverse-visit", description="inverse-visit: a child is drawn with probability "
         "proportional to 1 / (its visits + 1) (ALMITA); uniform: a plain random walk.")
-    attempts: int = Field(default=4, ge=1, description="Walks per wanted path: sampling stops at "
+    attempts: int = Field(default=4, ge=1, le=MAX_ROUNDS,
+                          description="Walks per wanted path: sampling stops at "
                           "`paths` different paths or `paths × attempts` walks.")
 
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from intellagent.bounds import MAX_CHARS, MAX_ROUNDS
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.steps import PASS_FAIL, UNFINISHED, Generator, Output, Score, ScoreSpec, Statuses
@@ -32,11 +33,13 @@ PROMPTS = ("generator.system.md", "generate.md", "revise.md", "reviewer.system.m
 
 class BlueprintConfig(StrictModel):
     committee: CommitteeConfig = Field(default_factory=CommitteeConfig)
-    fix_rounds: int = Field(default=2, ge=0, description="Revisions after a format, execution or "
+    fix_rounds: int = Field(default=2, ge=0, le=MAX_ROUNDS,
+                            description="Revisions after a format, execution or "
                                                          "policy failure.")
-    review_rounds: int = Field(default=2, ge=0, description="Revisions after a committee "
-                                                            "rejection (stage 3, refinement).")
-    policy_chars: int = Field(default=20000, ge=500, description="The agent's policy in the "
+    review_rounds: int = Field(default=2, ge=0, le=MAX_ROUNDS, description="Revisions after a "
+                               "committee rejection (stage 3, refinement).")
+    policy_chars: int = Field(default=20000, ge=500, le=MAX_CHARS,
+                              description="The agent's policy in the "
                               "prompts, at most this long.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")

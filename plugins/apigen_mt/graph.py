@@ -15,6 +15,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Any, Iterator
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.environment import run_actions, run_checks
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
@@ -99,7 +100,8 @@ def probe_arguments(spec, record: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class GraphConfig(StrictModel):
-    probes: int = Field(default=30, ge=1, description="Seed records tried per tool to find a call "
+    probes: int = Field(default=30, ge=1, le=MAX_ITEMS,
+                        description="Seed records tried per tool to find a call "
                                                       "that succeeds.")
     forbid: list[tuple[str, str]] = Field(default_factory=list, description="Pairs (A, B) the "
                                           "policy does not allow in this order, besides those the "

@@ -24,6 +24,7 @@ from collections import defaultdict
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.environment import run_actions
 from intellagent.model import StrictModel
 from intellagent.steps import Sampler
@@ -36,8 +37,8 @@ from intellagent_plugins.apigen_mt.validation import (check_outputs, check_polic
 
 
 class PairsConfig(StrictModel):
-    pairs: int = Field(default=5, ge=0, description="Combined tasks to attempt, at most.")
-    max_actions: int = Field(default=12, ge=2, description="Longest combined action list.")
+    pairs: int = Field(default=5, ge=0, le=MAX_ITEMS, description="Combined tasks to attempt, at most.")
+    max_actions: int = Field(default=12, ge=2, le=MAX_TURNS, description="Longest combined action list.")
 
 
 class RecombinationPairs(Sampler):

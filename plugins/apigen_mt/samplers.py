@@ -22,15 +22,19 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from intellagent.bounds import MAX_CHARS, MAX_ITEMS, MAX_TURNS
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
+from intellagent.paths import path_option
 from intellagent.steps import Sampler
-from intellagent.yamlio import read_yaml
+from intellagent.yamlio import read_json, read_yaml
 
 from intellagent_plugins.apigen_mt.artefacts import ApiGraph, Blueprint, BlueprintContext, Call
 from intellagent_plugins.apigen_mt.graph import _walk, identifier, records
 
 HERE = Path(__file__).parent
+PersonasFile = path_option("file", "personas file")
+ExamplesFile = path_option("file", "examples file")
 
 
 class Frequencies(StrictModel):
@@ -44,26 +48,33 @@ class Frequencies(StrictModel):
 
 
 class ContextConfig(StrictModel):
-    blueprints: int = Field(default=20, ge=1, description="Blueprints to generate (one context each).")
-    max_writes: int = Field(default=2, ge=1, description="Write tools per API walk, at most.")
+    blueprints: int = Field(default=20, ge=1, le=MAX_ITEMS,
+                            description="Blueprints to generate (one context each).")
+    max_writes: int = Field(default=2, ge=1, le=MAX_TURNS,
+                            description="Write tools per API walk, at most.")
     frequencies: Frequencies = Field(default_factory=Frequencies)
-    rules: int = Field(default=4, ge=0, description="Rules the policy sampler picks.")
-    data_budget: int = Field(default=6000, ge=500, description="Characters of records the "
-                                                               "domain-data sampler gives.")
-    personas: str | None = Field(default=None, description="YAML or JSON list of personas "
-                                 "(default: the shipped set).")
-    examples: str | None = Field(default=None, description="τ-bench-style task JSON of example "
-                                 "blueprints (default: the shipped set for the environment).")
-    examples_per_context: int = Field(default=2, ge=0)
-    user_pool: int | None = Field(default=None, ge=1, description="Draw the users from a pool of "
+    rules: int = Field(default=4, ge=0, le=MAX_TURNS, description="Rules the policy sampler picks.")
+    data_budget: int = Field(default=6000, ge=500, le=MAX_CHARS, description="Characters of records "
+                             "the domain-data sampler gives.")
+    personas: PersonasFile = Field(default=None, description="YAML or JSON list of personas "
+                                   "(default: the shipped set).")
+    examples: ExamplesFile = Field(default=None, description="τ-bench-style task JSON of example "
+                                   "blueprints (default: the shipped set for the environment).")
+    examples_per_context: int = Field(default=2, ge=0, le=MAX_TURNS)
+    user_pool: int | None = Field(default=None, ge=1, le=MAX_ITEMS,
+                                  description="Draw the users from a pool of "
                                   "this many (seeded), so that several blueprints share a user "
                                   "and can be recombined; all users when unset.")
 
-    @field_validator("personas", "examples")
+    @field_validator("personas")
     @classmethod
-    def _exists(cls, value: str | None) -> str | None:
-        if value is not None and not Path(value).is_file():
-            raise ValueError(f"file '{value}' not found")
+    def _personas(cls, value: str | None) -> str | None:
+        """A bad persona file is refused with the pipeline, before any step runs."""
+        if value is not None:
+            try:
+                load_personas(value)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("examples")
@@ -80,7 +91,7 @@ class ContextConfig(StrictModel):
 
 def load_personas(path: str | None) -> list[str]:
     source = Path(path) if path else HERE / "personas.yaml"
-    data = read_yaml(source) if source.suffix in (".yaml", ".yml") else json.loads(source.read_text())
+    data = read_yaml(source) if source.suffix in (".yaml", ".yml") else read_json(source)
     if not isinstance(data, list) or not data or not all(isinstance(p, str) and p.strip() for p in data):
         raise ConfigError("personas must be a non-empty list of strings", file=source)
     return [str(p) for p in data]
@@ -161,7 +172,7 @@ class BlueprintContexts(Sampler):
         c = self.config
         files = [Path(c.personas) if c.personas else HERE / "personas.yaml"]
         files += [Path(c.examples)] if c.examples else sorted((HERE / "examples").glob("*.json"))
-        return {p.name: p.read_text(encoding="utf-8") for p in files}
+        return {p.name: p.read_text(encoding="utf-8", errors="surrogateescape") for p in files}
 
     def run(self, ctx, graph: ApiGraph) -> list[BlueprintContext]:
         c = self.config

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_TURNS
 from intellagent.llm.types import Outcome, Status
 from intellagent.session import LiveSession
 from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig, UserTurn
@@ -27,7 +28,7 @@ from intellagent_plugins.apigen_mt.prompts import prompts
 class BestOfNConfig(UserConfig):
     final_hash: bool = Field(default=True, description="Record the final database's state hash on "
                              "the trajectory (the state check of phase 2 compares it).")
-    max_turns: int = Field(default=20, ge=1, description="User messages at most.")
+    max_turns: int = Field(default=20, ge=1, le=MAX_TURNS, description="User messages at most.")
     candidates: int = Field(default=3, ge=1, le=8, description="User replies sampled per turn "
                             "(1: no self-critique).")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pydantic import Field
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.model import StrictModel
 from intellagent.steps import Generator, Sampler
 from intellagent_plugins.dialogue.scenario import Action
@@ -41,7 +42,8 @@ def accepted_tasks(blueprints: list[BlueprintResult],
 
 
 class TasksConfig(StrictModel):
-    trials: int = Field(default=3, ge=1, description="Attempts per task (rejection sampling keeps "
+    trials: int = Field(default=3, ge=1, le=MAX_ITEMS,
+                        description="Attempts per task (rejection sampling keeps "
                                                      "the successful ones; pass^k over them).")
 
 

@@ -14,16 +14,22 @@ from typing import Any
 
 from pydantic import Field
 
+from intellagent.bounds import MAX_PARALLEL
 from intellagent.errors import IntellagentError
 from intellagent.executors import SharedExecutor, SharedRun, default_workers
 from intellagent.model import StrictModel
 
 
+#: Processes on one machine: each is a whole interpreter with its own copy of the run's plan.
+MAX_WORKERS = 256
+
+
 class ProcessesConfig(StrictModel):
-    workers: int | None = Field(default=None, ge=1, description="Processes working on the run, "
-                                "this one included (default: one per core).")
-    items_in_flight: int | None = Field(default=None, ge=1, description="Items in progress at "
-                                        "once per process (default: twice the model concurrency).")
+    workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS, description="Processes working "
+                                "on the run, this one included (default: one per core).")
+    items_in_flight: int | None = Field(default=None, ge=1, le=MAX_PARALLEL, description="Items in "
+                                        "progress at once per process (default: twice the model "
+                                        "concurrency).")
 
 
 class ProcessesExecutor(SharedExecutor):

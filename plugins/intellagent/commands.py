@@ -22,14 +22,12 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
     """Build (or reuse) ENVIRONMENT's policy graph and show its policies and strongest edges."""
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path
-    from intellagent.plan import load_plan
+    from intellagent.plan import load_plan, model_overrides
     from intellagent.runner import run_plan
     from intellagent.store import Store
 
     registry = obj.registry
-    plan = load_plan(pipeline, registry)
-    if model is not None:
-        plan.spec.llm = plan.spec.llm.with_model(model)
+    plan = load_plan(pipeline, registry, overrides=model_overrides(model) if model is not None else None)
     step = next((s.name for s in plan.steps.values() if s.output.base is PolicyGraph
                  and not s.output.many), None)
     if step is None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_CHARS
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
 from intellagent.estimate import tokens
@@ -49,8 +50,8 @@ PROMPTS = ("judge.system.md", "judge.md")
 
 
 class Config(StrictModel):
-    transcript_chars: int = Field(default=60000, ge=1000, description="Transcript budget of the "
-                                  "judge (the middle is cut beyond it).")
+    transcript_chars: int = Field(default=60000, ge=1000, le=MAX_CHARS, description="Transcript "
+                                  "budget of the judge (the middle is cut beyond it).")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")
 

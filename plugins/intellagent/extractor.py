@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from intellagent.estimate import tokens
+from intellagent.bounds import MAX_TURNS
 from intellagent.llm import ResponseModel
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
@@ -60,7 +61,8 @@ class PairScore(BaseModel):
 
 class Config(StrictModel):
     edges: Literal["per-policy", "pairwise"] = "per-policy"
-    block_size: int = Field(default=40, ge=1, description="Most policies scored in one call.")
+    block_size: int = Field(default=40, ge=1, le=MAX_TURNS,
+                            description="Most policies scored in one call.")
     merge_similarity: float = Field(default=0.9, ge=0.5, le=1.0, description="Policies whose "
                                     "normalised texts (lower case, no label, punctuation or filler "
                                     "word) are at least this alike (rapidfuzz's ratio) and agree on "

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from intellagent.bounds import MAX_CHARS, MAX_ROUNDS, MAX_TURNS
 from intellagent.environment import Database, Row, RowError
 from intellagent.environment.links import copy_as_new, fresh_key, sync_links
 from intellagent.environment.validators import validate_database
@@ -57,9 +58,11 @@ def record_tokens(env, per_table: int = 3) -> float:
 
 
 class Config(StrictModel):
-    repairs: int = Field(default=2, ge=0, description="Rounds of validator feedback per event.")
-    max_entities: int = Field(default=5, ge=1)
-    candidate_chars: int = Field(default=6000, ge=500, description="Budget of candidate rows shown "
+    repairs: int = Field(default=2, ge=0, le=MAX_ROUNDS,
+                         description="Rounds of validator feedback per event.")
+    max_entities: int = Field(default=5, ge=1, le=MAX_TURNS)
+    candidate_chars: int = Field(default=6000, ge=500, le=MAX_CHARS,
+                                 description="Budget of candidate rows shown "
                                  "per table, in characters.")
     prompts: PromptsFolder = Field(default=None, description="Folder of prompt files replacing the "
                                 "built-in ones of the same name.")

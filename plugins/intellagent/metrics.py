@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
+from intellagent.bounds import MAX_TURNS
 from intellagent.metrics import Column, Metric, MetricResult, Rate
 from intellagent.model import StrictModel
 from intellagent_plugins.intellagent.artefacts import Event, PolicyGraph
@@ -25,7 +26,7 @@ class PoliciesConfig(StrictModel):
     graph: str = Field(default="graph", description="The step giving the policy graph.")
     score: str = Field(default="policy", description="The per-policy score of the critic.")
     title: str = "Policies"
-    reasons: int = Field(default=3, ge=0, description="Judge's reasons shown per policy.")
+    reasons: int = Field(default=3, ge=0, le=MAX_TURNS, description="Judge's reasons shown per policy.")
 
 
 class PoliciesMetric(Metric):

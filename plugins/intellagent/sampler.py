@@ -34,6 +34,7 @@ from collections import Counter
 
 from pydantic import Field, model_validator
 
+from intellagent.bounds import MAX_ITEMS
 from intellagent.hashing import content_hash
 from intellagent.model import StrictModel
 from intellagent.steps import ItemEstimate, Sampler
@@ -43,9 +44,10 @@ Weights = dict[tuple[str, str], float]
 
 
 class Config(StrictModel):
-    events: int = Field(default=30, ge=1)
+    events: int = Field(default=30, ge=1, le=MAX_ITEMS)
     complexity: tuple[int, int] = Field(default=(2, 11), description="[low, high] event complexity.")
-    batch: int = Field(default=20, ge=1, description="Events whose targets are drawn together.")
+    batch: int = Field(default=20, ge=1, le=MAX_ITEMS, description="Events whose targets are drawn "
+                                                                   "together.")
 
     @model_validator(mode="after")
     def _range(self) -> "Config":

@@ -15,13 +15,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
 from intellagent.llm.errors import OutputInvalid, ProviderError, validation_summary
 from intellagent.llm.fabricate import WORDS, fabricate
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
+from intellagent.model import StrictModel
 from intellagent.pipeline import ModelSettings
 
 M = TypeVar("M", bound=BaseModel)
@@ -183,23 +184,72 @@ class FunctionModel:
         return value, estimate_usage(request, value.model_dump_json())
 
 
+class SchemaOptions(StrictModel):
+    list_items: int | None = Field(default=None, ge=0, le=1000, description="Length of every "
+                                   "fabricated list the schema allows.")
+    tool_call_rate: float = Field(default=0.5, ge=0, le=1)
+
+
+class ScriptedOptions(StrictModel):
+    replies: list[Any] = Field(default_factory=list)
+
+
+class FunctionOptions(StrictModel):
+    function: str = Field(description="'module:callable' or 'file.py:callable'.")
+
+
+MOCK_OPTIONS: dict[str, type[StrictModel]] = {"schema": SchemaOptions, "scripted": ScriptedOptions,
+                                              "function": FunctionOptions}
+
+
+def _options(settings: ModelSettings) -> StrictModel:
+    """The mock's options, checked; raises ConfigError naming what is wrong."""
+    kind = settings.model.removeprefix("mock/")
+    model = MOCK_OPTIONS.get(kind)
+    if model is None:
+        raise ConfigError(f"unknown mock model '{settings.model}' (mock/schema, mock/scripted, "
+                          "mock/function)")
+    try:
+        return model.model_validate(dict(settings.options))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        what = f"unknown option '{key}'" if err["type"] == "extra_forbidden" else \
+            f"needs options: {{{key}: ...}}" if err["type"] == "missing" else f"options.{key}: {err['msg']}"
+        raise ConfigError(f"{settings.model} {what} (options: {', '.join(model.model_fields)})") from None
+
+
+def _function(settings: ModelSettings, options: FunctionOptions) -> Callable[..., Any]:
+    try:
+        fn = resolve(options.function, Path.cwd())
+    except ReferenceError_ as exc:
+        raise ConfigError(str(exc), item=f"model {settings.model}") from None
+    if not callable(fn):
+        raise ConfigError(f"'{options.function}' is not callable", item=f"model {settings.model}")
+    return fn
+
+
+def check_mock(settings: ModelSettings) -> str | None:
+    """What is wrong with a mock model's settings (an unknown mock, bad options, a function that
+    does not resolve), before any call: ``validate`` and ``run`` refuse it up front."""
+    try:
+        options = _options(settings)
+        if isinstance(options, FunctionOptions):
+            _function(settings, options)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
     """Build the mock named by ``settings.model`` (``mock/schema|scripted|function``)."""
-    kind = settings.model.removeprefix("mock/")
-    options = dict(settings.options)
-    if kind == "schema":
-        list_items = options.get("list_items")
-        return SchemaModel(seed=seed, tool_call_rate=float(options.get("tool_call_rate", 0.5)),
-                           list_items=int(list_items) if list_items is not None else None)
-    if kind == "scripted":
-        return ScriptedModel(options.get("replies", []))
-    if kind == "function":
-        ref = options.get("function")
-        if not ref:
-            raise ConfigError("mock/function needs options: {function: 'module:callable'}")
-        try:
-            return FunctionModel(resolve(ref, Path.cwd()))
-        except ReferenceError_ as exc:
-            raise ConfigError(str(exc), item=f"model {settings.model}") from None
-    raise ConfigError(f"unknown mock model '{settings.model}' (mock/schema, mock/scripted, "
-                      "mock/function)")
+    options = _options(settings)
+    if isinstance(options, SchemaOptions):
+        return SchemaModel(seed=seed, tool_call_rate=options.tool_call_rate, list_items=options.list_items)
+    if isinstance(options, ScriptedOptions):
+        return ScriptedModel(options.replies)
+    assert isinstance(options, FunctionOptions)
+    return FunctionModel(_function(settings, options))
+
+
+mock_provider.check = check_mock  # type: ignore[attr-defined]

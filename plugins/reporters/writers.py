@@ -201,9 +201,9 @@ def svg_chart(chart: Chart, result: MetricResult, width: int = 560, height: int 
 
 class HtmlOptions(StrictModel):
     items_per_page: int = Field(
-        default=500, ge=1, description="Items whose transcripts report.html shows itself; a run "
-        "with more gets an index of its items there and their transcripts on pages of this many "
-        "under items/.")
+        default=500, ge=1, le=5_000, description="Items whose transcripts report.html shows itself "
+        "(at most 5,000, about 70 MB); a run with more gets an index of its items there and their "
+        "transcripts on pages of this many under items/.")
 
 
 PAGES = "items"

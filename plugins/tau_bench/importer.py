@@ -65,11 +65,13 @@ def import_domain(checkout: Path, domain: str, out: Path) -> Path:
         raise IntellagentError("folder exists and is not empty", file=dest)
     (dest / "data").mkdir(parents=True, exist_ok=True)
     (dest / "database").mkdir(exist_ok=True)
+    copied: dict[str, str] = {}
     for table in DOMAINS[domain]:
         found = [p for p in (source / "data" / f"{table}.json", source / "data" / f"{table}.json.gz") if p.is_file()]
         if not found:
             raise IntellagentError(f"missing {table}.json", file=source / "data")
         shutil.copyfile(found[0], dest / "data" / found[0].name)
+        copied[table] = found[0].name
     shutil.copyfile(source / "wiki.md", dest / "policy.md")
     shutil.copyfile(builtin / "database" / "schema.yaml", dest / "database" / "schema.yaml")
     shutil.copyfile(builtin / "tools.yaml", dest / "tools.yaml")
@@ -82,7 +84,9 @@ def import_domain(checkout: Path, domain: str, out: Path) -> Path:
     (dest / "environment.yaml").write_text(
         f"name: tau-{domain}\nversion: 0.1.0\n"
         f"description: {json.dumps(f'τ-bench {domain} domain imported from {source}; tasks: ' + (', '.join(splits) or 'none'), ensure_ascii=False)}\n"
-        "prompt: policy.md\ndatabase:\n  schema: database/schema.yaml\n  seed: data\n"
+        "prompt: policy.md\ndatabase:\n  schema: database/schema.yaml\n"
+        # the tables' files by name: data/ also holds the task files
+        "  seed: {" + ", ".join(f"{t}: data/{n}" for t, n in sorted(copied.items())) + "}\n"
         f"tools: tools.yaml\nvalidators: intellagent_environments.{domain}.validators\n", encoding="utf-8")
     return dest
 

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, create_model
 
+from intellagent.bounds import MAX_ITEMS, MAX_ROUNDS, MAX_TURNS
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
 from intellagent.steps import DEGRADED, Generator, Output, Sampler, Statuses
@@ -136,7 +137,8 @@ def _draft_model(tools: tuple[tuple[str, str], ...]) -> type[BaseModel]:
 class SubsetsConfig(StrictModel):
     size: int = Field(default=3, ge=1, le=7, description="Plugins per subset (ToolTalk used 3).")
     plugins: list[str] | None = Field(default=None, description="Draw subsets from these plugins only.")
-    requests: int | None = Field(default=20, ge=1, description="How many (subset, tool) pairs to "
+    requests: int | None = Field(default=20, ge=1, le=MAX_ITEMS,
+                                 description="How many (subset, tool) pairs to "
                                  "keep, drawn by the seed; none: all of them.")
 
 
@@ -169,7 +171,8 @@ class PluginSubsets(Sampler):
 
 
 class ScenariosConfig(StrictModel):
-    per_request: int = Field(default=2, ge=1, description="Scenarios asked for in one prompt.")
+    per_request: int = Field(default=2, ge=1, le=MAX_TURNS,
+                             description="Scenarios asked for in one prompt.")
     prompts: PromptsFolder = Field(default=None, description="A folder whose files replace the "
                                    "built-in prompts of the same name.")
 
@@ -207,7 +210,8 @@ class WriteScenarios(Generator):
 
 
 class WriteConfig(StrictModel):
-    repairs: int = Field(default=2, ge=0, description="Times a conversation whose calls fail is "
+    repairs: int = Field(default=2, ge=0, le=MAX_ROUNDS,
+                         description="Times a conversation whose calls fail is "
                          "sent back to the writer with the errors.")
     replies: bool = Field(default=True, description="Rewrite the assistant's replies from the "
                           "calls' real results.")

@@ -15,16 +15,17 @@ the agent under test, and the matching of its calls to the ground truth.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
+from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
+from intellagent.paths import path_option
 from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Simulator, Statuses
-
+from intellagent.yamlio import read_json
 from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
 from intellagent_plugins.tooltalk.comparators import comparator, source_of
 from intellagent_plugins.tooltalk.equivalence import TextRule
@@ -36,22 +37,25 @@ from intellagent_plugins.tooltalk.scoring import assess
 CONVERSATION = Statuses(passed=["pass"], failed=["fail", "agent-error"])
 
 PACKAGE_SETS = ("easy", "hard")
+ConversationFolder = path_option("folder", "conversation folder")
 
 
 class ConversationsConfig(StrictModel):
     sets: list[str] = Field(default_factory=lambda: list(PACKAGE_SETS), description="ToolTalk's "
                             "sets from the installed nvidia-tooltalk package: easy, hard.")
-    folder: str | None = Field(default=None, description="A folder of conversations in ToolTalk's "
-                               "JSON format, instead of the package's sets; its name is their set.")
+    folder: ConversationFolder = Field(default=None, description="A folder of conversations in "
+                                       "ToolTalk's JSON format, instead of the package's sets; its "
+                                       "name is their set.")
     names: list[str] | None = Field(default=None, description="Only the conversations with these names.")
-    limit: int | None = Field(default=None, ge=1, description="At most this many, in order.")
+    limit: int | None = Field(default=None, ge=1, le=MAX_ITEMS,
+                              description="At most this many, in order.")
 
 
 def read_conversation(path: Path, set_name: str) -> Conversation:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"not a ToolTalk conversation: expected a JSON object, got a {type(data).__name__}",
+                          file=path, line=1)
     try:
         return Conversation.model_validate({**data, "set": set_name})
     except ValidationError as exc:
@@ -72,8 +76,6 @@ class Conversations(Sampler):
         c: ConversationsConfig = self.config
         if c.folder is not None:
             folder = Path(c.folder)
-            if not folder.is_dir():
-                raise ConfigError("conversation folder not found", file=folder)
             return [(folder.resolve().name, p) for p in sorted(folder.glob("*.json"))]
         from intellagent_plugins.tooltalk.environment.data import conversation_files
 
@@ -118,7 +120,8 @@ class ReplayConfig(StrictModel):
     tools: ToolChoice = Field(default="all", description="Tools offered to the agent: all 28, "
                               "those of the conversation's plugins, or only those it uses "
                               "(ToolTalk's api_mode all / suite / exact).")
-    max_calls: int = Field(default=20, ge=1, description="Calls one assistant turn may make "
+    max_calls: int = Field(default=20, ge=1, le=MAX_TURNS,
+                           description="Calls one assistant turn may make "
                            "before it is cut off.")
 
 

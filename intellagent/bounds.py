@@ -1,0 +1,24 @@
+"""The upper bounds of every size a user can pass (README: Bounds). Options that count things
+carry them (``Field(le=...)``), so a value past its bound is refused when the pipeline is
+resolved, before any work; the runner also refuses a step that makes more than
+:data:`MAX_ITEMS` items however it got there (a long task file, fan-outs that multiply)."""
+
+#: Items one step may make in a run: the elements of a list it gives, and its items across every
+#: fan-out it runs in. About 1.5 KB of memory each while a list is in hand (200,000 event specs:
+#: 410 MB), and the runner numbers a fan-out's items with six digits.
+MAX_ITEMS = 100_000
+
+#: Rounds of any repair, feedback or retry loop (each round is a model call or more).
+MAX_ROUNDS = 20
+
+#: Turns of a dialog, tool calls of one agent turn, candidates or members asked at once.
+MAX_TURNS = 200
+
+#: Characters of text a step puts into one prompt (a transcript, records, a policy).
+MAX_CHARS = 1_000_000
+
+#: Seconds of any one timeout or back-off.
+MAX_SECONDS = 3_600
+
+#: Processes, Ray workers, requests or items in flight at once.
+MAX_PARALLEL = 10_000

@@ -1,0 +1,69 @@
+"""Every command answers bad input on its command line in one line and exit code 2: click's own
+usage errors (a value out of range, an unknown command or choice), a path that cannot be
+written, an empty name, a URL that is none, a model whose key is missing (before anything is
+made, naming the role and the flag)."""
+
+from __future__ import annotations
+
+import pytest
+
+from intellagent.cli import cli
+from tests.test_bad_input import assert_one_clean_line
+
+
+@pytest.fixture
+def workspace(runner, tmp_path):
+    ws = tmp_path / "ws"
+    assert runner.invoke(cli, ["run", "education", "--events", "1", "--workspace", str(ws)]).exit_code == 0
+    return ws
+
+
+def test_click_usage_errors_are_one_line(runner, workspace, tmp_path):
+    result = runner.invoke(cli, ["compare", "latest", "--changes", "-1", "--workspace", str(workspace)])
+    assert_one_clean_line(result, "compare: ", "Invalid value for '--changes': -1 is not in the range")
+    result = runner.invoke(cli, ["import", "tau-bench", str(tmp_path), "--domain", "moon"])
+    assert_one_clean_line(result, "import tau-bench: ", "Invalid value for '--domain': 'moon' is not one of")
+    assert_one_clean_line(runner.invoke(cli, ["nosuch"]), ": ", "No such command 'nosuch'")
+    assert_one_clean_line(runner.invoke(cli, ["run"]), "run: ", "Missing argument 'ENVIRONMENT'")
+    assert_one_clean_line(runner.invoke(cli, ["cost", "--workspace"]), "error: ",
+                          "Option '--workspace' requires an argument")
+
+
+def test_a_path_that_cannot_be_written_names_itself(runner, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert_one_clean_line(runner.invoke(cli, ["new-env", "garage", "--dir", str(afile)]), "afile", "Not a directory")
+    assert_one_clean_line(runner.invoke(cli, ["schemas", "--out", str(afile)]), "afile", "File exists")
+
+
+@pytest.mark.parametrize("flags,flag,what", [
+    (["--executor", ""], "--executor", "executor.use: no executor named ''"),
+    (["--ray-address", "nonsense"], "--ray-address", "'nonsense' is not a Ray address"),
+    (["--agent", "http", "--set", "agent.with.url=localhost:8000/turn"], "--set agent.with.url",
+     "'localhost:8000/turn' is not an http:// or https:// URL with a host"),
+    (["--set", "llm.default.base_url=ftp://x/v1"], "--set llm.default.base_url",
+     "'ftp://x/v1' is not an http:// or https:// URL"),
+    (["--model", "gpt-4o"], "--model", "llm.default.model: role agent: model 'gpt-4o' at the OpenAI API is "
+     "not local and INTELLAGENT_OFFLINE is set"),
+    (["--set", "llm.roles.critic.model=gpt-4o"], "--set llm.roles.critic.model", "role critic: model 'gpt-4o'"),
+], ids=["executor", "ray-address", "agent-url", "base-url", "model", "role"])
+def test_a_run_flag_naming_nothing_usable_is_refused_before_anything_is_made(flags, flag, what, runner, tmp_path):
+    result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
+    assert_one_clean_line(result, f"error: {flag}: ", what)
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_missing_api_key_stops_the_run_before_it_starts(runner, tmp_path, monkeypatch):
+    """Not at the first call of the role that needs it, after the other steps' work."""
+    monkeypatch.delenv("INTELLAGENT_OFFLINE")
+    monkeypatch.delenv("MY_CRITIC_KEY", raising=False)
+    result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), "--set",
+                                 "llm.roles.critic={model: gpt-4o, api_key_env: MY_CRITIC_KEY}"])
+    assert_one_clean_line(result, "error: --set llm.roles.critic: ", "role critic: no API key for model "
+                          "'gpt-4o': set MY_CRITIC_KEY")
+    assert not (tmp_path / "ws").exists()
+
+
+def test_report_format_must_name_some_reporter(runner, workspace):
+    result = runner.invoke(cli, ["report", "--format", " , ", "--workspace", str(workspace)])
+    assert_one_clean_line(result, "--format", "names no reporter (reporters: ")

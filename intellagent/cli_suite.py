@@ -110,7 +110,7 @@ def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool,
     from intellagent.calibration import read_labels, subjects_of
     from intellagent.report import load_run
 
-    store = _existing_workspace(workspace, store_url)
+    store = _existing_workspace(workspace, store_url, read_only=False)
     run_id = store.resolve_run(run)
     plan, _, data = load_run(store, run_id, obj.registry)
     labels = read_labels(labels_path, set(subjects_of(plan)))
@@ -235,7 +235,7 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
 
     text_matcher(text)  # a matcher that cannot work is refused before anything runs
     registry = obj.registry
-    store = _existing_workspace(workspace, store_url)
+    store = _existing_workspace(workspace, store_url, read_only=False)
     run_id = store.resolve_run(run)
     config = store.run_config(run_id)
     if not config.get("info"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from intellagent import __version__
 from intellagent.errors import IntellagentError
 from intellagent.registry import Registry, load_registry
 
+LAZY_COMMANDS = {name: f"intellagent.cli_suite:{name}" for name in ("mutate", "calibrate", "label",
+                                                                    "replay")}
 BUILTIN_COMMANDS = ("envs", "plugins", "validate", "new-env", "schemas", "cost", "run", "report",
                     "compare", "mutate", "calibrate", "label", "replay", "store")
 STORE_OPTION = click.option(
@@ -63,7 +66,7 @@ class IntellagentGroup(click.Group):
         return ctx.obj
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = list(super().list_commands(ctx))
+        names = list(super().list_commands(ctx)) + list(LAZY_COMMANDS)
         try:
             names += [c.value.name for c in self._context(ctx).registry.components["command"].values()]
         except IntellagentError:
@@ -74,6 +77,9 @@ class IntellagentGroup(click.Group):
         command = super().get_command(ctx, name)
         if command is not None:
             return command
+        if name in LAZY_COMMANDS:  # built in, imported when asked for (click's lazy group)
+            module, attribute = LAZY_COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attribute)
         for component in self._context(ctx).registry.components["command"].values():
             if component.value.name == name:
                 if name in BUILTIN_COMMANDS:
@@ -858,17 +864,6 @@ def _existing_workspace(workspace: Path, url: str | None = None, *, read_only: b
     if not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
     return Store(f"sqlite:///{workspace / 'intellagent.db'}", read_only=read_only)
-
-
-def _add_suite_commands() -> None:
-    """The commands that test the tests live in their own module (:mod:`intellagent.cli_suite`)."""
-    from intellagent.cli_suite import COMMANDS
-
-    for command in COMMANDS:
-        cli.add_command(command)
-
-
-_add_suite_commands()
 
 
 def main() -> None:

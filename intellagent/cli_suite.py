@@ -39,6 +39,7 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     fail with the mutant), the kill rate with its 95 % interval and what caught it; the suite's
     mutation score. Written into the agent's run report (report.json `mutation`, the HTML
     report's Mutants section). Exit 3 when a run could not finish, else 0."""
+    from intellagent.compare import compare
     from intellagent.mutation import mutant_result, mutation_report
 
     inputs = RunInputs(ctx, options)
@@ -68,8 +69,9 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
         mutated_plan.mutant = component
         done = inputs.run(mutated_plan)
         unfinished |= exit_code(done.report) == EXIT_UNFINISHED
+        pair = (base.report, base.data), (done.report, done.data)
         result = mutant_result(component.display_name, getattr(component.value, "description", ""),
-                               (base.report, base.data), (done.report, done.data))
+                               *pair, compare(*pair).deltas)
         results.append(result)
         say(f"  {result.line()} (run {done.run_id})")
     found = mutation_report((base.report, base.data), results)
@@ -271,5 +273,3 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     click.echo(f"compare: intellagent compare {run_id} {result.run_id}")
     sys.exit(exit_code(report))
 
-
-COMMANDS = (mutate, calibrate, label, replay)

@@ -93,10 +93,9 @@ def _scored_items(data: Any, keys: set[str]) -> dict[str, list[Any]]:
 
 
 def mutant_result(name: str, description: str, base: tuple[Any, Any],
-                  mutated: tuple[Any, Any]) -> MutantResult:
-    """One mutant's run against the baseline's: each is (report, data)."""
-    from intellagent.compare import compare
-
+                  mutated: tuple[Any, Any], deltas: list[Any]) -> MutantResult:
+    """One mutant's run against the baseline's: each is (report, data); ``deltas`` are the
+    rows of their comparison (:func:`intellagent.compare.compare`)."""
     (_, base_data), (report, data) = base, mutated
     before, after = finals(base_data), finals(data)
     passing = [k for k, item in before.items() if judged(base_data.plan, item) == "passed"]
@@ -109,7 +108,7 @@ def mutant_result(name: str, description: str, base: tuple[Any, Any],
     scored = _scored_items(data, set(killed))
     caught = _caught(data.plan, [i for key in killed for i in scored.get(key, [])])
     metrics = {}
-    for delta in compare(base, mutated).deltas:
+    for delta in deltas:
         a, b = delta.a.get("rate"), delta.b.get("rate")
         if delta.group or a is None or b is None or a == b:
             continue

@@ -105,7 +105,8 @@ def test_unpriced_models_and_a_budget_too_small_are_said(runner, tmp_path):
     unpriced = estimate(runner, tmp_path / "a", "--model", "my-local-model",
                         "--set", "llm.default.base_url=http://127.0.0.1:9/v1")
     assert unpriced["dollars"] == "unknown (no price for my-local-model)"
-    small = estimate(runner, tmp_path / "b", "--model", "gpt-4o-mini", "--budget", "0.0001")
+    small = estimate(runner, tmp_path / "b", "--model", "gpt-4o-mini", "--budget", "0.0001",
+                     "--set", "llm.default.base_url=http://127.0.0.1:9/v1")
     assert "the budget ($0.0001) would stop it at about" in small["output"]
 
 

@@ -88,15 +88,18 @@ def test_a_store_with_a_column_gone_is_refused(ws, runner):
 
 
 def damage(ws: Path) -> None:
-    """Overwrite a few pages in the middle of the file, as a disk or a copy gone wrong would."""
+    """Overwrite four whole pages a third into the file, as a disk or a copy gone wrong would
+    (vacuumed first, so that they are pages in use: a damaged free page harms no data)."""
     with sqlite3.connect(ws / "intellagent.db") as conn:
+        conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     path = ws / "intellagent.db"
-    size = path.stat().st_size
+    pages = path.stat().st_size // page_size
     with path.open("r+b") as fh:
-        for offset in range(size // 3, size // 3 + 4 * 4096, 4096):
-            fh.seek(offset + 64)
-            fh.write(b"\xde\xad\xbe\xef" * 256)
+        for page in range(pages // 3, pages // 3 + 4):
+            fh.seek(page * page_size)
+            fh.write(b"\xde\xad\xbe\xef" * (page_size // 4))
 
 
 def test_a_store_with_damaged_pages_is_refused_in_one_line_and_store_check_lists_them(ws, runner):

@@ -241,7 +241,10 @@ def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[s
     if conn.dialect.name != "sqlite":
         return []
     pragma = "integrity_check" if thorough else "quick_check"
-    rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+    try:
+        rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+    except sa.exc.DatabaseError as exc:  # too damaged for the check to walk it
+        return [f"the database file is damaged ({pragma}): {exc.orig or exc}"]
     if rows == ["ok"]:
         return []
     lines = [line.strip() for row in rows for line in row.splitlines()

@@ -23,17 +23,22 @@ def _yaml() -> YAML:
     return yaml
 
 
-def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file, keeping ruamel's line information on maps and sequences."""
-    path = Path(path)
+def _read_text(path: Path, kind: str) -> str:
+    """The UTF-8 text of a ``kind`` file: missing, a folder or not UTF-8 is a ConfigError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("file not found", file=path) from None
     except IsADirectoryError:
-        raise ConfigError("is a folder, expected a YAML file", file=path) from None
+        raise ConfigError(f"is a folder, expected a {kind} file", file=path) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", file=path) from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file, keeping ruamel's line information on maps and sequences."""
+    path = Path(path)
+    text = _read_text(path, "YAML")
     try:
         return _yaml().load(text)
     except MarkedYAMLError as exc:
@@ -49,14 +54,7 @@ def read_json(path: str | Path) -> Any:
     """Parse a JSON file: a file that is missing, a folder, not UTF-8, not JSON or nested past
     the parser's depth is a ConfigError naming it (and the line)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=path) from None
-    except IsADirectoryError:
-        raise ConfigError("is a folder, expected a JSON file", file=path) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text ({exc.reason})", file=path) from None
+    text = _read_text(path, "JSON")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -133,9 +133,10 @@ class Agent:
     needs_ground_truth: ClassVar[bool] = False
     black_box: ClassVar[bool] = True
     runs_own_tools: bool = False
-    #: :meth:`prepare` reaches outside this process (a pre-flight request to the agent): ``run
-    #: --estimate``, which contacts nothing, does not call it.
-    reaches_out: ClassVar[bool] = False
+    #: :meth:`prepare` touches nothing outside this process (no request, no import of the
+    #: user's code): ``run --estimate``, which contacts nothing, calls it to learn the agent's
+    #: identity. Off unless an agent says so; the base class's own prepare is local.
+    prepares_offline: ClassVar[bool] = False
 
     def __init__(self, config: Any, ctx: Any, ground_truth: Any = None) -> None:
         self.config = config

@@ -370,16 +370,16 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     import asyncio
 
     from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
-    from intellagent.store import STORE_VARIABLE, open_store
+    from intellagent.store import STORE_VARIABLE, Store
 
-    earlier: dict[str, Any] = {}
-    reuse = None
     steps = [s for s in plan.steps if s in set(plan.upstream(until))] if until else None
     url = store_url or os.environ.get(STORE_VARIABLE) or plan.spec.store
-    if url or (Path(workspace) / "intellagent.db").exists():
-        store = open_store(workspace, store_url, plan.spec.store)
-        earlier = earlier_figures(plan, store)
-        reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
+    if url or (Path(workspace) / "intellagent.db").exists():  # read, never written nor migrated
+        store = Store(url or f"sqlite:///{Path(workspace) / 'intellagent.db'}", read_only=True)
+    else:  # no store yet: walked over an empty one, so the steps that call nothing give their lists
+        store = Store("sqlite://")
+    earlier = earlier_figures(plan, store)
+    reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
     found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
     for line in found.lines():

@@ -117,10 +117,10 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
                      cache: bool = True) -> Reuse:
     """Walk ``plan`` (its ``steps``) as a run would, looking every item up in ``store``.
 
-    The agent under test is prepared only when that reaches nothing outside this process
-    (``reaches_out`` false): otherwise its identity is unknown and the items that talk to it
-    count as new."""
-    from intellagent.agent import AgentSetup
+    The agent under test is prepared only when that touches nothing outside this process (its
+    class keeps the base's prepare, or declares ``prepares_offline``): otherwise its identity is
+    unknown and the items that talk to it count as new."""
+    from intellagent.agent import Agent, AgentSetup
     from intellagent.executors import LocalConfig, LocalExecutor
     from intellagent.hashing import content_hash
     from intellagent.items import ItemMaker, typed
@@ -132,7 +132,9 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
     selected = [plan.steps[n] for n in (steps if steps is not None else plan.steps)]
     setup = AgentSetup()
     agent = plan.agent.value if plan.agent is not None else None
-    if agent is not None and any(s.uses_agent for s in selected) and not getattr(agent, "reaches_out", False):
+    offline = agent is not None and (getattr(agent, "prepares_offline", False)
+                                     or getattr(agent.prepare, "__func__", None) is Agent.prepare.__func__)
+    if offline and any(s.uses_agent for s in selected):
         setup = await agent.prepare(plan.agent_config, env)
     llm = LLM(plan.spec.llm, store=store, seed=plan.spec.seed, cache=cache)
     maker = ItemMaker(plan, env, store=store, llm=llm, seed=plan.spec.seed, run_id="", owner="estimate",
@@ -184,12 +186,19 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
 
 def earlier_figures(plan: Any, store: Any) -> dict[str, Any]:
     """Per item of each step, what the latest finished run of ``plan``'s pipeline in ``store``
-    spent (calls and tokens by role, elements of each list, the calls in a chain), and the mean
-    seconds of its calls; empty when there is none."""
+    spent (calls and tokens by role, with the model each role had; elements of each list; the
+    calls in a chain), whether it tested the same agent, and the mean seconds of its calls;
+    empty when there is none."""
     run_id = store.latest_finished_run(plan.name)
     if run_id is None:
         return {}
     figures = store.run_figures(run_id)
+    spec = store.run_config(run_id).get("spec") or {}
+    try:
+        settings = type(plan.spec.llm).model_validate(spec.get("llm") or {})
+    except ValueError:  # another version's settings: no role's model is known to match
+        settings = None
+    agent = plan.spec.agent.model_dump(mode="json", by_alias=True) if plan.spec.agent is not None else None
     items = figures["items"]
     steps: dict[str, Any] = {}
     for name, step in plan.steps.items():
@@ -197,14 +206,16 @@ def earlier_figures(plan: Any, store: Any) -> dict[str, Any]:
         if not n:
             continue
         loads = figures["loads"].get(name, {})
-        roles = {role: {"calls": c / n, "prompt_tokens": p / c if c else 0, "completion_tokens": o / c if c else 0}
+        roles = {role: {"calls": c / n, "prompt_tokens": p / c if c else 0, "completion_tokens": o / c if c else 0,
+                        "model": settings.for_role(role).model if settings is not None else None}
                  for role, (c, p, o) in loads.items()}
         found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values())}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
             found["outputs"] = max(items.get(c.name, 0) for c in children) / n
         steps[name] = found
-    return {"run_id": run_id, "steps": steps, "latency": figures["latency"]}
+    return {"run_id": run_id, "steps": steps, "latency": figures["latency"],
+            "same_agent": spec.get("agent") == agent}
 
 
 # -- the estimate --------------------------------------------------------------------------------
@@ -228,12 +239,20 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         own = step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None
         guess = own or default_estimate(step, env)
         found = earlier.get("steps", {}).get(name)
+        if found is not None and step.uses_agent and not earlier.get("same_agent"):
+            found = None  # another agent talks otherwise: its dialogs measure nothing of this one's
         if found is not None:
             # a list's length the step's options fix (``events: 30``) wins over the earlier run's
             outputs = guess.outputs if own is not None and own.outputs is not None \
                 else found.get("outputs", guess.outputs)
-            guess = ItemEstimate(roles={r: RoleLoad(**load) for r, load in found["roles"].items()},
-                                 outputs=outputs, sequential=found.get("sequential", guess.sequential))
+            # role by role: measured where the role had the model it has now, else the guess
+            measured = {r: RoleLoad(calls=load["calls"], prompt_tokens=load["prompt_tokens"],
+                                    completion_tokens=load["completion_tokens"])
+                        for r, load in found["roles"].items()
+                        if load.get("model") == settings.for_role(r).model}
+            guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs,
+                                 sequential=found.get("sequential", guess.sequential)
+                                 if measured.keys() >= guess.roles.keys() else guess.sequential)
             sources[name] = f"run {earlier['run_id']}"
         else:
             sources[name] = "the step's own estimate" if own is not None else "a default guess"

@@ -4,6 +4,7 @@ figures of an earlier run in the workspace."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -17,6 +18,7 @@ from intellagent.estimate import estimate_plan
 from intellagent.plan import load_plan, model_overrides
 from intellagent.registry import load_registry
 from intellagent_plugins.intellagent.extractor import edge_calls, rules_in
+from tests.conftest import TAU_BENCH
 
 REPO = Path(__file__).resolve().parent.parent
 TOTAL = re.compile(r"total: (\d+) calls, (\d+) prompt \+ (\d+) completion tokens, (.*?); wall")
@@ -101,6 +103,34 @@ def test_after_a_run_the_estimate_counts_what_is_stored_and_measures_the_rest(ru
     assert found["tokens"] == pytest.approx(tokens, rel=0.25)
 
 
+def good_agent(messages, tools):
+    return "Of course: your booking is confirmed."
+
+
+def test_an_earlier_run_measures_only_what_it_shares_with_this_run(runner, tmp_path):
+    """Another agent's dialogs measure nothing of this agent's (a Python agent makes no call of
+    ours: the model agent's calls must not vanish from the estimate); a mutant's run is not the
+    measurement."""
+    cold = estimate(runner, tmp_path / "cold")["steps"]
+    ws = tmp_path / "ws"
+    run(runner, ws, "--agent", "python", "--set", "agent.with.callable=tests.test_estimate:good_agent")
+    found = estimate(runner, ws)["steps"]
+    assert not found["dialogs"]["from"].startswith("run ")
+    assert found["dialogs"]["calls"] == cold["dialogs"]["calls"]
+    assert found["events"]["from"].startswith("run ")  # the events do not depend on the agent
+
+    plain = tmp_path / "plain"
+    result = runner.invoke(cli, ["mutate", "airline", "--events", "6", "--workspace", str(plain),
+                                 "--mutants", "refuse-all"])
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(plain / "intellagent.db") as conn:
+        runs = [(run_id, json.loads(config).get("mutant")) for run_id, config in
+                conn.execute("SELECT id, config FROM runs ORDER BY created_at")]
+    assert [mutant for _, mutant in runs] == [None, "intellagent/refuse-all"]  # the mutant's is the latest
+    found = estimate(runner, plain, "--set", "steps.dialogs.with.max_turns=3")["steps"]
+    assert found["dialogs"]["from"] == f"run {runs[0][0]}"
+
+
 def test_unpriced_models_and_a_budget_too_small_are_said(runner, tmp_path):
     unpriced = estimate(runner, tmp_path / "a", "--model", "my-local-model",
                         "--set", "llm.default.base_url=http://127.0.0.1:9/v1")
@@ -123,3 +153,17 @@ def test_a_providers_limit_per_minute_bounds_the_wall_time():
                      + [("llm.tokens_per_minute", 10_000, "test")])
     found = estimate_plan(plan, env)
     assert found.wall[0] >= (found.prompt_tokens + found.completion_tokens) / 10_000 * 60
+
+
+@pytest.mark.skipif(not TAU_BENCH.is_dir(), reason="shared/datasets/tau-bench not present")
+def test_a_fresh_workspace_counts_the_lists_that_need_no_model(runner, tmp_path):
+    """τ-bench's task list is read, not generated: before any run the estimate walks it and
+    counts each task's dialog (20 of tasks_dev), instead of a guessed fan-out."""
+    tasks = json.loads((TAU_BENCH / "retail" / "tasks_dev.json").read_text())
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "tau-bench", "--data", str(TAU_BENCH / "retail"),
+                                 "--tasks", "tasks_dev.json", "--agent", "openai-tools",
+                                 "--workspace", str(tmp_path / "ws"), "--estimate"])
+    assert result.exit_code == 0, result.output
+    rows = {m[1]: int(m[2]) for line in result.output.splitlines() if (m := ROW.match(line))}
+    assert rows["dialogs"] == len(tasks)
+    assert not (tmp_path / "ws").exists()

@@ -64,14 +64,16 @@ class RunRecords(StoreBase):
         return None
 
     def latest_finished_run(self, pipeline: str, *, look_back: int = 50) -> str | None:
-        """The latest run of ``pipeline`` that finished with its report, or None."""
+        """The latest run of ``pipeline`` that finished with its report (not a mutant's run, not a
+        replay: they measure another agent), or None."""
         t = RunRow.__table__.c
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.id, t.config).where(t.status == "done")
                                 .order_by(t.created_at.desc()).limit(look_back)).all()
         for run_id, config in rows:
             data = json.loads(config or "{}")
-            if data.get("pipeline") == pipeline and data.get("info") and not data.get("until"):
+            if data.get("pipeline") == pipeline and data.get("info") and not data.get("until") \
+                    and not data.get("mutant") and not data.get("replays"):
                 return run_id
         return None
 

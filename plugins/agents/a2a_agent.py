@@ -95,7 +95,6 @@ class A2AAgent(ServesTools, Agent):
 
     Config = A2AConfig
     runs_own_tools = True
-    reaches_out = True  # its pre-flight reads the agent's card
 
     def __init__(self, config: A2AConfig, ctx: Any, ground_truth: Any = None) -> None:
         super().__init__(config, ctx, ground_truth)

@@ -67,6 +67,7 @@ class OpenAIToolsAgent(Agent):
 
     roles = {"agent": "the model of the agent under test"}
     black_box = False  # its answers follow from its model requests, whose settings key them
+    prepares_offline = True
 
     @classmethod
     async def prepare(cls, config: Any, env: Any) -> AgentSetup:
@@ -242,7 +243,6 @@ class HttpAgent(ServesTools, Agent):
     """Your agent behind an HTTP endpoint (contract in the module docstring)."""
 
     Config = HttpConfig
-    reaches_out = True  # its pre-flight asks the endpoint
 
     @classmethod
     def check(cls, config: HttpConfig) -> str | None:

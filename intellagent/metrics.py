@@ -72,6 +72,9 @@ class Column(BaseModel):
                                                    "value): rows of two runs match on these.")
     better: Literal["higher", "lower"] = Field(default="higher", description="Which way is better "
                                                "(an error rate: lower): compare reads it.")
+    items_by: str | None = Field(default=None, description="The score label this column's values "
+                                 "are values of: the HTML report links each value to the items whose "
+                                 "scores carry it (None: no link).")
 
 
 class Chart(BaseModel):
@@ -199,8 +202,8 @@ class RateMetric(Metric):
                       for g in groups}
             others = {g: {k: sum(o.get(k, 0) for h, o in others.items() if _sort_key(h) >= _sort_key(g))
                           for k in {k for o in others.values() for k in o}} for g in groups}
-        columns = [Column(key=label, label=(f"{label} ≥" if c.cumulative else label), group=True)
-                   for label in c.by]
+        columns = [Column(key=label, label=(f"{label} ≥" if c.cumulative else label), group=True,
+                          items_by=None if c.cumulative else label) for label in c.by]
         columns += [Column(key="rate", label="success", kind="rate"),
                     Column(key="other", label="not scored")]
         rows = []
@@ -313,7 +316,7 @@ class MicroPRMetric(Metric):
                     "recall": round(s["m"] / s["a"], 4) if s["a"] else None,
                     "matched": s["m"], "predicted": s["p"], "actual": s["a"]}
             rows.append(row)
-        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True, items_by=label) for label in c.by] + [
             Column(key="precision", label="precision", kind="percent"),
             Column(key="recall", label="recall", kind="percent"),
             Column(key="matched", label="matched", kind="number"),
@@ -360,7 +363,7 @@ class RatioMetric(Metric):
         rows = [dict(zip(c.by, g)) | {"value": round(n / d, 4) if d else c.empty, c.numerator: n,
                                       c.denominator: d}
                 for g, (n, d) in sorted(sums.items(), key=lambda kv: _sort_key(kv[0]))]
-        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True, items_by=label) for label in c.by] + [
             Column(key="value", label=c.title or self.name, kind="percent"),
             Column(key=c.numerator, label=c.numerator, kind="number"),
             Column(key=c.denominator, label=c.denominator, kind="number")]
@@ -400,7 +403,7 @@ class MeanMetric(Metric):
                 sums[group][1] += 1
         rows = [dict(zip(c.by, g)) | {"mean": round(s / n, 4) if n else None, "n": n}
                 for g, (s, n) in sorted(sums.items(), key=lambda kv: _sort_key(kv[0]))]
-        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True, items_by=label) for label in c.by] + [
             Column(key="mean", label="mean", kind="number"), Column(key="n", label="n", kind="number")]
         values = {"mean": rows[0]["mean"], "n": rows[0]["n"]} if rows and not c.by else {}
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,
@@ -435,7 +438,7 @@ class CountsMetric(Metric):
         ordered = sorted(statuses)
         rows = [dict(zip(c.by, g)) | {s: counts[g].get(s, 0) for s in ordered}
                 for g in sorted(counts, key=_sort_key)]
-        columns = [Column(key=label, label=label, group=True) for label in c.by] + [
+        columns = [Column(key=label, label=label, group=True, items_by=label) for label in c.by] + [
             Column(key=s, label=s, kind="number") for s in ordered]
         values = {s: rows[0][s] for s in ordered} if rows and not c.by else {}
         return MetricResult(name=self.name, title=c.title or self.name, description=c.description,

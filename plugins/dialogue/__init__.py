@@ -20,7 +20,8 @@ def register_stages(register):
 
 @hookimpl
 def register_views(register):
-    from intellagent_plugins.dialogue.views import DialogView, StateVerdictView
+    from intellagent_plugins.dialogue.views import DialogView, ScenarioView, StateVerdictView
 
+    register("scenario", ScenarioView)
     register("dialog", DialogView)
     register("state-verdict", StateVerdictView)

@@ -63,8 +63,9 @@ class PoliciesMetric(Metric):
             name=self.name, title=c.title,
             description="Targeted = judged events that test the policy; a policy counts as "
                         "violated or followed only where the judge found it exercised.",
-            columns=[Column(key="id", label="id", group=True), Column(key="policy", label="policy"),
-                     Column(key="category", label="category"),
+            columns=[Column(key="id", label="id", group=True, items_by="policy"),
+                     Column(key="policy", label="policy"),
+                     Column(key="category", label="category", items_by="category"),
                      Column(key="challenge", label="challenge", kind="number"),
                      Column(key="targeted", label="targeted", kind="number"),
                      Column(key="exercised", label="exercised", kind="number"),

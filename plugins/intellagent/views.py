@@ -4,27 +4,14 @@ dialogue kit's view)."""
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
+from intellagent_plugins.dialogue.views import first_line, rows_tables
 from intellagent_plugins.intellagent.artefacts import Event, Verdict
 
 
 def _e(text: object) -> str:
     return html.escape(str(text))
-
-
-def _head(values: list[Any], limit: int) -> str:
-    """The first ``limit`` characters of the values as JSON, one value a line (wrapped by the
-    page's CSS): only the values shown are dumped, by the C encoder (indented JSON is written
-    by pure Python, about 1 µs a character, and a flight's row alone is 5 KB)."""
-    out, used = [], 0
-    for value in values:
-        if used >= limit:
-            break
-        out.append(json.dumps(value, default=str, ensure_ascii=False))
-        used += len(out[-1]) + 1
-    return "\n".join(out)[:limit]
 
 
 class EventView:
@@ -43,9 +30,14 @@ class EventView:
             parts.append(f"<details><summary>What the user knew</summary><pre>"
                          f"{_e(event.user_knowledge[:4000])}</pre></details>")
         if event.rows:
-            parts.append(f"<details><summary>The event's rows ({len(event.rows)})</summary><pre>"
-                         f"{_e(_head([r.model_dump() for r in event.rows], 6000))}</pre></details>")
+            parts.append(f"<details><summary>The event's rows ({len(event.rows)})</summary>"
+                         f"{rows_tables(event.rows)}</details>")
         return "\n".join(parts)
+
+    @staticmethod
+    def summary(event: Event, item: Any = None) -> str:
+        """The scenario's first line (or why the event could not be made)."""
+        return first_line(event.brief) or first_line(event.error or "", 80)
 
 
 class VerdictView:
@@ -73,3 +65,14 @@ class VerdictView:
                              f"<li class={'pass' if r.ok else 'fail'}>{_e(r.expectation)}"
                              f"{': ' + _e(r.detail) if r.detail else ''}</li>" for r in verdict.state.results) + "</ul>")
         return "\n".join(parts)
+
+    @staticmethod
+    def summary(verdict: Verdict, item: Any = None) -> str:
+        """What failed, the violated policies named: ``failed: stop, policy (P3, P7)``."""
+        if verdict.status == "pass":
+            return "passed"
+        if verdict.status != "fail":
+            return f"{verdict.status}: {first_line(verdict.reason, 80)}" if verdict.reason else verdict.status
+        violated = ", ".join(dict.fromkeys(v.policy for v in verdict.violated))
+        return "failed: " + ", ".join(f"{what} ({violated})" if what == "policy" and violated else what
+                                      for what in verdict.failed)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from intellagent.cli import cli
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 
 def airport_agent(messages, tools):
@@ -34,7 +35,7 @@ def pipeline_with_agent(tmp_path: Path, agent_yaml: str) -> Path:
 
 
 def report_of(tmp_path: Path) -> dict:
-    return json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    return read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
 
 
 def values(report: dict, step: str) -> list[dict]:

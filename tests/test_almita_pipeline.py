@@ -30,6 +30,7 @@ from tests.almita_script import answer
 from tests.test_almita_rules import APIS, GRAPH
 from intellagent_plugins.almita.sampling import coverage, inverse_visit_paths, uniform_paths
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 SCRIPT = "tests.almita_script:answer"  # a module name: the runs do not depend on where the checkout is
 FUNCTION = ["--model", "mock/function", "--set", f"llm.default.options.function={SCRIPT}"]
@@ -39,7 +40,7 @@ def run(runner, tmp_path: Path, *args: str, exit_code: int = 0) -> dict:
     result = runner.invoke(cli, ["run", *args, "--pipeline", "almita", "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == exit_code, result.output
     report = sorted((tmp_path / "ws" / "runs").glob("*/report.json"))[-1]
-    return json.loads(report.read_text())
+    return read_report(report)
 
 
 def funnel(report: dict) -> dict[str, dict]:

@@ -15,6 +15,7 @@ from intellagent.llm import LLM
 from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 
 class Answer(BaseModel):
@@ -106,7 +107,7 @@ def test_assistant_turns_with_tool_calls_are_sent_with_string_content(runner, tm
                       if any(m.get("tool_calls") for m in r["messages"] if m["role"] == "assistant")]
         assert with_calls  # the agent did call tools, and its tool-call turns went back to the server
         assert all(m["content"] is not None for r in server.requests for m in r["messages"])
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     assert not any(i["status"] == "infra-error" for i in report["items"])
 
 
@@ -130,7 +131,7 @@ def test_an_agent_that_writes_tool_calls_as_text_is_flagged_not_passed_silently(
                                      "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.stdout and "wrote tool calls as text" in result.stdout
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     dialogs = [s for s in report["steps"] if s["name"] == "dialogs"][0]
     flagged = sum(dialogs["warnings"].values())
     assert flagged and all(not t["tool_calls"] for i in report["items"] if i["step"] == "dialogs"

@@ -34,6 +34,7 @@ from intellagent.environment import load_environment
 from intellagent.offload import Offload
 from intellagent.session import ToolBox
 from intellagent_plugins.agents.tool_endpoint import ToolServer
+from intellagent_plugins.reporters.writers import read_report
 
 
 class Served:
@@ -138,7 +139,7 @@ def run(runner, env: Path, workspace: Path, *agent: str):
 
 def dialogs(workspace: Path) -> list[dict]:
     [path] = workspace.glob("runs/*/report.json")
-    return [i for i in json.loads(path.read_text())["items"] if i["step"] == "dialogs"]
+    return [i for i in read_report(path)["items"] if i["step"] == "dialogs"]
 
 
 def assert_calls_in_transcript_and_diff(items: list[dict], amount: int) -> None:

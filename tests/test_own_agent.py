@@ -22,6 +22,7 @@ from intellagent import hookimpl
 from intellagent.agent import Agent
 from intellagent.cli import cli
 from tests.conftest import REPO, TAU_BENCH
+from intellagent_plugins.reporters.writers import read_report
 
 # -- agents of the tests' own ------------------------------------------------------------------
 # (the CLI imports them as ``tests.test_own_agent``, which pytest may have imported under another
@@ -67,7 +68,7 @@ def slow_sync_agent(messages, tools):
 
 def report(workspace: Path, newest: bool = True) -> dict:
     paths = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)
-    return json.loads(paths[-1 if newest else 0].read_text())
+    return read_report(paths[-1 if newest else 0])
 
 
 def replies(rep: dict) -> list[str]:

@@ -17,6 +17,7 @@ import pytest
 from intellagent.cli import cli
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 PIPELINE = REPO / "plugins" / "intellagent" / "pipeline.yaml"
 
@@ -27,7 +28,7 @@ def run_cli(runner, *args, **kwargs):
 
 def load_report(workspace: Path) -> dict:
     path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
-    return json.loads(path.read_text())
+    return read_report(path)
 
 
 def comparable(report: dict) -> dict:
@@ -78,7 +79,7 @@ def test_same_seed_same_report_and_a_rerun_makes_no_model_call(runner, tmp_path)
     assert _calls(first)[len(calls_before):] == []  # every item was reused: not even a cache lookup
     other = tmp_path / "b"
     assert run_cli(runner, "airline", "--events", "12", "--workspace", str(other)).exit_code == 0
-    reports = [comparable(json.loads(p.read_text())) for p in sorted(first.glob("runs/*/report.json"))]
+    reports = [comparable(read_report(p)) for p in sorted(first.glob("runs/*/report.json"))]
     assert reports[0] == reports[1] == comparable(load_report(other))
     changed = tmp_path / "c"
     assert run_cli(runner, "airline", "--events", "12", "--seed", "5", "--workspace", str(changed)).exit_code == 0
@@ -326,7 +327,7 @@ def test_report_is_rewritten_from_the_store(runner, tmp_path):
     assert again.exit_code == 0, again.output
     lines = again.stdout.strip().splitlines()
     assert lines[0].endswith("report.csv") and lines[1].endswith("report.json")
-    assert comparable(json.loads(Path(lines[1][8:]).read_text())) == comparable(first)
+    assert comparable(read_report(Path(lines[1][8:]))) == comparable(first)
     rows = Path(lines[0][8:]).read_text().splitlines()
     assert rows[0] == "step,item,status,note,score,score_status,score_value,labels,score_note"
     assert sum(1 for r in rows if r.startswith("verdicts,")) >= 6

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 
 def section() -> str:
@@ -45,7 +46,7 @@ def intellagent(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def agent_replies(cwd: Path) -> list[str]:
-    report = json.loads(next((cwd / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((cwd / "ws").glob("runs/*/report.json")))
     return [t["content"] for i in report["items"] if i["step"] == "dialogs"
             for t in i["value"]["turns"] if t["role"] == "assistant" and t["content"]]
 
@@ -80,7 +81,7 @@ def test_the_http_agent_runs_as_written(tmp_path):
 def test_the_mcp_loop_agent_runs_as_written(tmp_path):
     replies = served_agent_replies(tmp_path, "my_mcp_agent.py", "8001")
     assert replies and set(replies) == {"We fly to 20 airports."}
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     calls = [c["name"] for i in report["items"] if i["step"] == "dialogs"
              for t in i["value"]["turns"] if t["role"] == "assistant" for c in t["tool_calls"]]
     assert calls and set(calls) == {"list_all_airports"}  # the agent's own calls, in the transcript

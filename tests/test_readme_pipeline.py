@@ -14,6 +14,7 @@ import pytest
 
 from intellagent.cli import cli
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 
 def section() -> str:
@@ -104,7 +105,7 @@ def test_the_dialogue_kit_example_runs_as_written(runner, shop, tmp_path, monkey
         args += ["--agent", "python", "--set", f"agent.with.callable={agent}"]
     result = runner.invoke(cli, args, obj={"plugins": (module,)})
     assert result.exit_code == 0, result.output
-    report = json.loads(next((tmp_path / "ws" / "runs").glob("*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws" / "runs").glob("*/report.json")))
     dialogs = {i["item"]: i["value"] for i in report["items"] if i["step"] == "dialogs"}
     assert len(dialogs) == 2
     for dialog in dialogs.values():  # the user spoke from the example's own persona and scenario

@@ -31,6 +31,7 @@ from intellagent.metrics import Column, Metric, MetricResult
 from intellagent.model import StrictModel
 from intellagent.steps import (PASS_FAIL, Critic, Extractor, Generator, Output, Sampler, Score, ScoreSpec,
                                Simulator)
+from intellagent_plugins.reporters.writers import read_report
 
 DELAY = float(os.environ.get("THIRDPARTY_DELAY", "0"))
 
@@ -276,7 +277,7 @@ def run(root: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
 
 def report_of(workspace: Path) -> dict:
     path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
-    return json.loads(path.read_text())
+    return read_report(path)
 
 
 @pytest.fixture(scope="module")

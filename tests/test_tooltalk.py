@@ -18,6 +18,7 @@ from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Reques
 from intellagent_plugins.tooltalk.comparators import comparator, token_sort
 from intellagent_plugins.tooltalk.equivalence import mismatch
 from intellagent_plugins.tooltalk.executor import World, tool_meta
+from intellagent_plugins.reporters.writers import read_report
 
 HAS_DATA = importlib.util.find_spec("tooltalk") is not None
 needs_data = pytest.mark.skipif(not HAS_DATA, reason="ToolTalk's data is not installed: "
@@ -187,7 +188,7 @@ def run(runner, tmp_path, *args):
     result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(ws), *args])
     assert result.exit_code == 0, result.output + repr(result.exception)
     folder = next(ws.glob("runs/*/"))
-    return result.output, json.loads((folder / "report.json").read_text()), (folder / "report.html").read_text()
+    return result.output, read_report(folder / "report.json"), (folder / "report.html").read_text()
 
 
 def by_set(report, metric, key="value"):

@@ -758,10 +758,11 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
         group = ", ".join(f"{k} {v}" for k, v in delta.group.items())
         click.echo(f"{delta.metric}{' [' + group + ']' if group else ''}: {delta.text()}")
     folder = workspace / "runs"
+    views = [c.value for c in registry.components.get("view", {}).values()]
     for reporter in plan_b.reporters:
         writer = getattr(reporter, "write_comparison", None)
         if writer is not None:
-            click.echo(f"report: {writer(result, folder)}")
+            click.echo(f"report: {writer(result, folder, (data_a, data_b), views)}")
     regressions = [d for d in result.deltas if d.regressed]
     if fail_on_regression:
         for d in regressions:

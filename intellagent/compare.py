@@ -3,6 +3,7 @@ outcome changed, and how every rate moved, with a 95 % interval for the differen
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -32,6 +33,18 @@ class RateDelta(BaseModel):
     delta: float | None = None
     low: float | None = None
     high: float | None = None
+    p_value: float | None = Field(default=None, description="Two-sided p-value of no change "
+                                  "(two-proportion z-test, pooled).")
+    holm: float | None = Field(default=None, description="The p-value adjusted by Holm's method "
+                               "over all the comparison's rates: below 0.05, the change stands "
+                               "however many rates were compared.")
+
+    @property
+    def direction(self) -> str:
+        """``better``, ``worse`` or ``same``, read in the rate's own direction."""
+        if not self.delta:
+            return "same"
+        return "better" if (self.delta > 0) == (self.better == "higher") else "worse"
 
     @property
     def regressed(self) -> bool:
@@ -79,6 +92,38 @@ class Comparison(BaseModel):
     replayed: list[ReplayedItem] = Field(default_factory=list, description="When B replayed A's "
                                          "dialogs (intellagent replay): each item's departure and "
                                          "outcomes.")
+
+
+def z_test(a: tuple[int, int], b: tuple[int, int]) -> float | None:
+    """Two-sided p-value that two proportions (passed, n) are equal (pooled z-test)."""
+    if not a[1] or not b[1]:
+        return None
+    pooled = (a[0] + b[0]) / (a[1] + b[1])
+    spread = math.sqrt(pooled * (1 - pooled) * (1 / a[1] + 1 / b[1]))
+    if spread == 0:
+        return 1.0
+    return math.erfc(abs(b[0] / b[1] - a[0] / a[1]) / spread / math.sqrt(2))
+
+
+def holm_adjust(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment: the k-th smallest of m p-values times m − k + 1, kept
+    monotone, at most 1; in the order given."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [1.0] * len(p_values)
+    running = 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - k) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def holm(deltas: list[RateDelta]) -> None:
+    """Set each delta's p-value and its Holm adjustment over all the deltas that have one."""
+    for d in deltas:
+        d.p_value = z_test((d.a["passed"], d.a["n"]), (d.b["passed"], d.b["n"]))
+    tested = [d for d in deltas if d.p_value is not None]
+    for d, adjusted in zip(tested, holm_adjust([d.p_value for d in tested])):
+        d.p_value, d.holm = round(d.p_value, 6), round(adjusted, 6)
 
 
 def _final(data: Any) -> dict[str, str]:
@@ -129,6 +174,7 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
                 deltas.append(RateDelta(metric=name, title=mb.title, column=column.key, better=column.better,
                                         group=dict(zip(labels, group)), a=ra, b=rb,
                                         **(dict(zip(("delta", "low", "high"), diff)) if diff else {})))
+    holm(deltas)
     replayed = []
     if pb is not None and pb.replays == report_a.info.run_id:
         for item, score in data_b.scores(REPLAY_SCORE):

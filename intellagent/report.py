@@ -29,7 +29,8 @@ class Reporter:
     run's report into ``folder`` and returns the file it wrote. ``Config`` is the options model
     (a pipeline's ``report: [{use: html, with: {...}}]``); ``views`` are the registered item
     views, for showing an artefact type instead of its JSON. A reporter may also have
-    ``write_comparison(comparison, folder)`` for ``intellagent compare``."""
+    ``write_comparison(comparison, folder, runs, views)`` for ``intellagent compare`` (``runs``:
+    both runs' data, A's then B's)."""
 
     kind = "reporter"
     name = ""

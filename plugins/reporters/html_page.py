@@ -39,6 +39,8 @@ nav a{margin-right:.9rem}.cards{display:flex;flex-wrap:wrap;gap:.7rem;margin:.6r
 .js table.sort th{cursor:pointer}th[data-dir=asc]::after{content:" ▲"}th[data-dir=desc]::after{content:" ▼"}
 .better{background:var(--better)}.worse{background:var(--worse)}.faint{opacity:.55}
 .sides{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}.sides>div{min-width:0}
+.card.better{background:var(--better)}.card.worse{background:var(--worse)}.note{background:var(--bg2);padding:.4rem .6rem;border-radius:4px}
+.differs{margin:.4rem 0}.side-a,.side-b{border-top:3px solid var(--line);padding-top:.2rem}
 """
 
 SCRIPT = """<script>
@@ -94,6 +96,15 @@ if (bar) {
 
 def e(text: object) -> str:
     return html.escape(str(text))
+
+
+def most_specific_view(value: Any, views: list[Any]) -> Any:
+    """The view of the value's own type, else of its nearest base type (a trajectory is shown
+    by a trajectory view where there is one, else as a dialog), or None."""
+    by_type = {}
+    for view in views:
+        by_type.setdefault(view.artefact, view)
+    return next((by_type[t] for t in type(value).__mro__ if t in by_type), None)
 
 
 def head(title: str) -> str:

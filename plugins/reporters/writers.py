@@ -26,7 +26,8 @@ from intellagent.model import StrictModel
 from intellagent.report import Reporter, RunReport
 from intellagent.results import RunData, RunItem
 from intellagent_plugins.reporters.quality import calibration_section, mutation_section
-from intellagent_plugins.reporters.html_page import SCRIPT, sort_table, svg_chart
+from intellagent_plugins.reporters.compare_page import write_comparison as _write_comparison
+from intellagent_plugins.reporters.html_page import SCRIPT, most_specific_view, sort_table, svg_chart
 from intellagent_plugins.reporters.html_page import cell as _cell
 from intellagent_plugins.reporters.html_page import css_status as _css_status
 from intellagent_plugins.reporters.html_page import e as _e
@@ -101,15 +102,6 @@ class CsvReporter(Reporter):
                                          json.dumps(s.labels, ensure_ascii=False, sort_keys=True), s.note])
         return path
 
-
-
-def most_specific_view(value: Any, views: list[Any]) -> Any:
-    """The view of the value's own type, else of its nearest base type (a trajectory is shown
-    by a trajectory view where there is one, else as a dialog), or None."""
-    by_type = {}
-    for view in views:
-        by_type.setdefault(view.artefact, view)
-    return next((by_type[t] for t in type(value).__mro__ if t in by_type), None)
 
 
 def _provenance_rows(info: Any) -> str:
@@ -364,9 +356,7 @@ class HtmlReporter(Reporter):
     def write_comparison(self, comparison: Any, folder: Path, runs: Any = None, views: list[Any] | None = None) -> Path:
         """compare-A-B.html: two runs side by side (``runs``: both runs' data, for the
         transcripts of the items whose outcome changed)."""
-        from intellagent_plugins.reporters.compare_page import write_comparison
-
-        return write_comparison(comparison, folder, runs, views or [])
+        return _write_comparison(comparison, folder, runs, views or [])
 
     def _metric(self, name: str, result: MetricResult, filters: ItemFilters) -> str:
         parts = [f"<section id='{_e(name)}' class=metric><h2>{_e(result.title)}</h2>"]

@@ -34,6 +34,7 @@ from intellagent_plugins.dialogue.state import replayed_hash
 from intellagent_plugins.tau_bench.artefacts import TaskEvent, TaskSpec, TauTask
 from intellagent_plugins.tau_bench.steps import TauState
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 ENVS = {d: load_environment(REPO / "environments" / d) for d in ("retail", "airline")}
 
@@ -448,7 +449,7 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     run = next((ws / "runs").glob("*/report.json")).parent
-    report = json.loads((run / "report.json").read_text())
+    report = read_report((run / "report.json"))
     m = report["metrics"]
     assert m["acceptance"]["values"]["with"] == 1.0
     funnel = m["funnel"]["values"]
@@ -484,7 +485,7 @@ def test_end_to_end_with_a_real_generator_the_oracle_and_the_tau_bench_pipeline(
     again = runner.invoke(cli, ["run", "retail", "--pipeline", "tau-bench", "--tasks", str(run / "apigen" / "tasks.json"),
                                 "--agent", "tau-oracle", "--workspace", str(tmp_path / "tau")])
     assert again.exit_code == 0, again.output
-    tau = json.loads(next((tmp_path / "tau").glob("runs/*/report.json")).read_text())
+    tau = read_report(next((tmp_path / "tau").glob("runs/*/report.json")))
     assert tau["outcomes"] == {"pass": tasks}
 
 
@@ -576,7 +577,7 @@ def run_apigen(runner, ws, *extra, agent="tau-oracle", blueprints=3, trials=2, p
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output + str(result.exception)
     run = next((ws / "runs").glob("*/report.json")).parent
-    report = json.loads((run / "report.json").read_text())
+    report = read_report((run / "report.json"))
     exported = [json.loads(line) for line in (run / "apigen" / "trajectories.jsonl").read_text().splitlines()]
     return report, exported
 

@@ -16,6 +16,7 @@ from intellagent.calibration import Confusion, kappa_and_error
 from intellagent.cli import cli
 from tests.chromium import CHROMIUM, Page
 from tests.conftest import write_env
+from intellagent_plugins.reporters.writers import read_report
 
 
 def test_kappa_and_its_standard_error_are_those_of_statsmodels():
@@ -40,7 +41,7 @@ def judged(tmp_path_factory):
     ws = root / "ws"
     result = CliRunner().invoke(cli, ["run", str(shop), "--events", "8", "--workspace", str(ws)])
     assert result.exit_code == 0, result.output
-    report = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    report = read_report(next(ws.glob("runs/*/report.json")))
     rows = []  # (item, policy, judge says violated, category)
     for item in report["items"]:
         if item["step"] != "verdicts" or item["status"] not in ("pass", "fail", "agent-error", "not-exercised"):
@@ -103,7 +104,7 @@ def test_full_agreement_is_kappa_one_and_the_report_shows_it(runner, tmp_path, j
     result = calibrate(runner, ws, labels, run_id)
     assert result.exit_code == 0, result.output
     assert "agreement 100% " in result.stdout and "κ 1.00" in result.stdout
-    report = json.loads((ws / "runs" / run_id / "report.json").read_text())
+    report = read_report((ws / "runs" / run_id / "report.json"))
     assert report["calibration"]["overall"]["kappa"] == 1.0 and report["calibration"]["overall"]["n"] == len(rows)
     page = (ws / "runs" / run_id / "report.html").read_text()
     assert "id=calibration" in page and "Judges against people" in page

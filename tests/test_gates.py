@@ -13,6 +13,7 @@ from intellagent.gates import Gate, evaluate, parse_gate, value_of
 from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 JUNIT_XSD = REPO.parent / "shared" / "datasets" / "junit" / "junit-10.xsd"
 
@@ -63,7 +64,7 @@ def test_fail_under_exits_1_when_a_gate_fails_and_0_when_every_gate_holds(runner
     failed = run(runner, tmp_path / "b", "--fail-under", "success=1.01")
     assert failed.exit_code == 1, failed.output
     assert "gate success >= 1.01:" in failed.stdout and "FAILED" in failed.stdout
-    report = json.loads(next((tmp_path / "b").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "b").glob("runs/*/report.json")))
     assert report["gates"][0]["held"] is False and report["gates"][0]["gate"]["path"] == "success"
 
 
@@ -113,7 +114,7 @@ def test_junit_report_is_valid_and_says_why_items_failed(runner, tmp_path):
     folder = next(tmp_path.glob("runs/*"))
     xml = folder / "report.junit.xml"
     xmlschema.XMLSchema(str(JUNIT_XSD)).validate(str(xml))
-    report = json.loads((folder / "report.json").read_text())
+    report = read_report((folder / "report.json"))
     verdicts = {i["item"]: i for i in report["items"] if i["step"] == "verdicts"}
     events = {i["item"]: i for i in report["items"] if i["step"] == "events"}
     suite = ET.parse(xml).getroot().find("testsuite")
@@ -153,7 +154,7 @@ def test_compare_fail_on_regression(runner, tmp_path):
     ws = tmp_path / "ws"
     agent = ["--agent", "python", "--set"]
     assert run(runner, ws, *agent, "agent.with.callable=tests.test_gates:good_agent", events="20").exit_code == 0
-    first = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    first = read_report(next(ws.glob("runs/*/report.json")))
     # the mock judge finds a policy broken in most confirmed successes, so the headline passes
     # few events; the user's confirmed stop (the method's own score) passes some
     assert first["metrics"]["confirmed-stop"]["values"]["rate"] >= 0.3, "the mock user should pass some events"

@@ -11,6 +11,7 @@ import random
 from intellagent.cli import cli
 from intellagent.llm.fabricate import fabricate
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 FIRST_SEED: dict[str, int] = {}  # each scenario question → the seed it was first asked with
 ASKED: list[int] = []
@@ -42,7 +43,7 @@ def test_output_that_does_not_fit_is_its_own_status_and_a_rerun_retries_it(runne
 
     first = runner.invoke(cli, args)
     assert first.exit_code == 3, (first.output, first.exception)  # items could not finish
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     events = [i for i in report["items"] if i["step"] == "events"]
     assert len(events) == 3 and {e["status"] for e in events} == {"invalid-output"}
     for e in events:  # every failed field and why, not pydantic's first line only
@@ -59,7 +60,7 @@ def test_output_that_does_not_fit_is_its_own_status_and_a_rerun_retries_it(runne
     assert second.exit_code == 0, (second.output, second.exception)
     assert len(ASKED) == 2 * len(seeds_first)  # the unfinished items were made again, not reused
     assert not set(ASKED[len(seeds_first):]) & set(seeds_first)  # each with a seed of its own
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     events = [i for i in report["items"] if i["step"] == "events"]
     assert len(events) == 3 and "invalid-output" not in {e["status"] for e in events}
     assert "could not finish" not in second.stdout

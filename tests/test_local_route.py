@@ -14,6 +14,7 @@ from ruamel.yaml import YAML
 from intellagent.cli import cli
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 README = (REPO / "README.md").read_text()
 
@@ -47,7 +48,7 @@ def test_readmes_llama_server_settings_run_and_the_mode_is_shown(structured, run
     assert structured_calls and all(r["response_format"]["type"] == "json_schema" for r in structured_calls)
     roles = ["critic", "edges", "extractor", "generator", "user"]
     assert f"  structured output: json_schema ({', '.join(roles)})" in result.stdout.splitlines()
-    report = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    report = read_report(next(ws.glob("runs/*/report.json")))
     assert report["info"]["structured"] == {r: "json_schema" for r in roles}
     assert not [i for i in report["items"] if i["status"] in ("infra-error", "invalid-output")]
     html = next(ws.glob("runs/*/report.html")).read_text()

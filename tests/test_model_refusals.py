@@ -12,6 +12,7 @@ from intellagent.cli import cli
 from intellagent.redaction import MASK, Redactor
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 KEY = "sk-test-4f9c2a7e1b0d8e6f"
 
@@ -79,7 +80,7 @@ def test_a_key_echoed_in_error_bodies_is_in_no_stored_or_reported_text(tmp_path,
     assert {p.suffix for p in files} >= {".db", ".html", ".json", ".csv"}
     for path in files:
         assert KEY.encode() not in path.read_bytes(), path
-    report = json.loads(next((tmp_path / "ws").glob("runs/*/report.json")).read_text())
+    report = read_report(next((tmp_path / "ws").glob("runs/*/report.json")))
     notes = [i["note"] for i in report["items"] if i["status"] == "infra-error"]
     assert notes and all(MASK in n for n in notes)  # the error is kept, without the key
 

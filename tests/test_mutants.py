@@ -19,6 +19,7 @@ from intellagent.registry import load_registry
 from intellagent.steps import Sampler
 from intellagent.store import Store
 from tests.conftest import TAU_BENCH
+from intellagent_plugins.reporters.writers import read_report
 
 # -- τ-bench: the deterministic check --------------------------------------------------------
 
@@ -96,7 +97,7 @@ def mutate(runner, shop, tmp_path, *args, plugins=()):
 
 
 def dialog_of(ws: Path, run_id: str) -> dict:
-    report = json.loads((ws / "runs" / run_id / "report.json").read_text())
+    report = read_report((ws / "runs" / run_id / "report.json"))
     [dialog] = [i["value"] for i in report["items"] if i["step"] == "dialogs"]
     return dialog
 
@@ -169,7 +170,7 @@ def test_refuse_all_refuses_without_asking_the_agent(mutated):
 def test_mutant_runs_reuse_the_items_before_the_agent_but_never_its_dialogs(runner, shop, tmp_path, mutated):
     found, ws = mutated
     store = Store.for_workspace(ws)
-    [baseline] = [json.loads(p.read_text())["mutation"]["baseline"] for p in ws.glob("runs/*/report.json")
+    [baseline] = [read_report(p)["mutation"]["baseline"] for p in ws.glob("runs/*/report.json")
                   if json.loads(p.read_text()).get("mutation")]
     runs = [r["run_id"] for r in found.values()]
 
@@ -187,7 +188,7 @@ def test_mutant_runs_reuse_the_items_before_the_agent_but_never_its_dialogs(runn
 
 def test_the_agents_report_holds_what_the_mutants_found(mutated):
     found, ws = mutated
-    reports = {p.parent.name: json.loads(p.read_text()) for p in ws.glob("runs/*/report.json")}
+    reports = {p.parent.name: read_report(p) for p in ws.glob("runs/*/report.json")}
     [(run_id, report)] = [(k, r) for k, r in reports.items() if r.get("mutation")]
     mutation = report["mutation"]
     assert mutation["baseline"] == run_id and mutation["passing"] == 1

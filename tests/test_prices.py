@@ -16,6 +16,7 @@ from intellagent.llm.prices import PriceTable
 from intellagent.llm.types import Usage
 from intellagent.pipeline import LLMSettings, ModelSettings, Price
 from intellagent.testing.openai_server import OpenAIServer
+from intellagent_plugins.reporters.writers import read_report
 
 
 @pytest.mark.parametrize("model,input,output,cached", [
@@ -102,7 +103,7 @@ def test_a_budget_is_never_overshot_and_says_what_it_left(runner, tmp_path):
     priced = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
 
     def spent(ws):
-        report = json.loads(next(ws.glob("runs/*/report.json")).read_text())
+        report = read_report(next(ws.glob("runs/*/report.json")))
         return sum(c["cost_usd"] for c in report["cost"])
 
     assert run(runner, tmp_path / "free", *priced, events="12").exit_code == 0

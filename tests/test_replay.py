@@ -18,6 +18,7 @@ from intellagent.model import StrictModel
 from intellagent.steps import Sampler, Simulator
 from intellagent.store import Store
 from tests.conftest import TAU_BENCH
+from intellagent_plugins.reporters.writers import read_report
 
 # -- τ-bench: the deterministic checks ---------------------------------------------------------
 
@@ -41,7 +42,7 @@ def tau_oracle_run(tmp_path_factory):
 
 
 def report_of(ws: Path, run_id: str) -> dict:
-    return json.loads((ws / "runs" / run_id / "report.json").read_text())
+    return read_report((ws / "runs" / run_id / "report.json"))
 
 
 def replayed_run(result) -> str:

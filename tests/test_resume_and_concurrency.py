@@ -26,6 +26,7 @@ from intellagent.plan import load_plan
 from intellagent.registry import load_registry
 from intellagent.items import ItemMaker
 from intellagent.store import HOST, Store
+from intellagent_plugins.reporters.writers import read_report
 
 PRICED = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
 ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "24", *PRICED]
@@ -145,7 +146,7 @@ def test_two_processes_on_one_workspace(tmp_path):
     outs = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, outs):
         assert proc.returncode == 0, err
-    reports = [json.loads(p.read_text()) for p in shared.glob("runs/*/report.json")]
+    reports = [read_report(p) for p in shared.glob("runs/*/report.json")]
     assert len(reports) == 2
     expected = comparable(report_of(reference))
     assert all(comparable(r) == expected for r in reports)

@@ -12,6 +12,7 @@ import pytest
 from intellagent.cli import cli
 from intellagent.metrics import pass_hat_k
 from tests.conftest import TAU_BENCH
+from intellagent_plugins.reporters.writers import read_report
 
 pytestmark = pytest.mark.skipif(not TAU_BENCH.is_dir(), reason="shared/datasets/tau-bench not present")
 
@@ -26,7 +27,7 @@ def run_tasks(runner, tmp_path, domain, split, agent, *extra, trials=1):
                                  "--tasks", f"tasks_{split}.json", "--trials", str(trials),
                                  "--agent", agent, "--workspace", str(ws), *extra])
     assert result.exit_code == 0, result.output + str(result.exception)
-    return json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    return read_report(next(ws.glob("runs/*/report.json")))
 
 
 @pytest.mark.parametrize("domain,split,count", [("airline", "test", 50), ("retail", "test", 115),

@@ -12,6 +12,7 @@ import pytest
 from intellagent.cli import cli
 from intellagent_plugins.tooltalk.artefacts import Conversation
 from tests.test_tooltalk_parity import reference, reference_calls, run_reference  # noqa: F401 (fixture)
+from intellagent_plugins.reporters.writers import read_report
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None,
                                 reason="ToolTalk's data is not installed: pip install --no-deps nvidia-tooltalk")
@@ -22,7 +23,7 @@ def generate(runner, ws, *args):
     result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--workspace", str(ws),
                                  "--agent", "tooltalk/oracle", *args])
     assert result.exit_code == 0, result.output + repr(result.exception)
-    return result.output, json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    return result.output, read_report(next(ws.glob("runs/*/report.json")))
 
 
 def funnel(report):
@@ -91,7 +92,7 @@ def test_a_failed_rewrite_of_the_replies_degrades_the_conversation_until_a_run_m
     result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--workspace", str(ws),
                                  "--agent", "tooltalk/oracle", *args])
     assert result.exit_code == 3, result.output  # as a run that could not finish: its gates say nothing
-    output, report = result.output, json.loads(next(ws.glob("runs/*/report.json")).read_text())
+    output, report = result.output, read_report(next(ws.glob("runs/*/report.json")))
     steps = funnel(report)
     made = steps["conversations"].get("degraded", 0)
     assert made >= 2 and "ok" not in steps["conversations"]  # never stored as ok

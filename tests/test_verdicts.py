@@ -26,6 +26,7 @@ from intellagent_plugins.dialogue.dialog import Dialog, Turn
 from intellagent_plugins.intellagent.simulator import Config as SimConfig, PolicyUser
 from intellagent_plugins.providers.mock import FunctionModel
 from tests.conftest import REPO
+from intellagent_plugins.reporters.writers import read_report
 
 POLICIES = [EventPolicy(id="P2", text="Verify the user id before any change.", category="authentication/access control",
                         challenge=2, expected="asks for the user id"),
@@ -307,7 +308,7 @@ def test_an_agent_that_always_fails_scores_zero_not_nothing(adapter, runner, tmp
     finally:
         server.shutdown()
     assert result.exit_code == 0, result.output
-    report = json.loads(next(tmp_path.glob("runs/*/report.json")).read_text())
+    report = read_report(next(tmp_path.glob("runs/*/report.json")))
     verdicts = [i for i in report["items"] if i["step"] == "verdicts"]
     assert verdicts and {v["status"] for v in verdicts} == {"agent-error"}
     success = report["metrics"]["success"]["values"]

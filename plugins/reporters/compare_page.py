@@ -27,8 +27,13 @@ def _change(d: Any) -> str:
     stands = d.holm is not None and d.holm < 0.05
     faint = "" if d.low > 0 or d.high < 0 else " faint"
     css = {"better": "better", "worse": "worse"}.get(d.direction, "")
-    return (f"<td class='num {css}{faint}' data-v={d.delta}><b>{d.delta * 100:+.0f} pp</b> "
-            f"<span class=muted>[{d.low * 100:+.0f}, {d.high * 100:+.0f}]</span>{' ✱' if stands else ''}</td>")
+    return (f"<td class='num {css}{faint}' data-v={d.delta}><b>{pp(d.delta)} pp</b> "
+            f"<span class=muted>[{pp(d.low)}, {pp(d.high)}]</span>{' ✱' if stands else ''}</td>")
+
+
+def pp(x: float) -> str:
+    """A difference of rates in percentage points, signed (never ``-0``)."""
+    return f"{round(x * 100) + 0:+d}"
 
 
 def _group(d: Any) -> str:
@@ -43,8 +48,10 @@ def _headline(comparison: Any) -> str:
             continue
         a, b = (("–" if r.get("rate") is None else f"{r['rate']:.0%}") for r in (d.a, d.b))
         change = "no difference to read" if d.delta is None else \
-            f"{d.delta * 100:+.0f} pp, 95 % CI [{d.low * 100:+.0f}, {d.high * 100:+.0f}]"
+            f"{pp(d.delta)} pp, 95 % CI [{pp(d.low)}, {pp(d.high)}]"
         css = {"better": " better", "worse": " worse"}.get(d.direction, "") if d.delta is not None else ""
+        if css and d.low <= 0 <= d.high:
+            css += " faint"  # the interval holds no change
         better = "higher" if d.better == "higher" else "lower"
         cards.append(f"<div class='card{css}'><div class=what>{e(d.title)}</div>"
                      f"<div class=big>{a} → {b}</div><div>{change}</div>"
@@ -128,7 +135,7 @@ def _changes(comparison: Any, runs: Any, views: list[Any]) -> str:
     rows = [f"<tr><td>{f'<a href=#c-{e(c.item)}>{e(c.item)}</a>' if i < len(shown) else e(c.item)}</td>"
             f"<td class={css_status(c.a)}>{e(c.a)}</td><td class={css_status(c.b)}>{e(c.b)}</td></tr>"
             for i, c in enumerate(changes)]
-    parts.append(sort_table(["item", "A", "B"], rows, "changed"))
+    parts.append("<div class=scroll>" + sort_table(["item", "A", "B"], rows, "changed") + "</div>")
     if len(changes) > len(shown) and runs is not None:
         parts.append(f"<p class=muted>The first {len(shown)} are shown below with their transcripts; "
                      "each run's own report has the others.</p>")

@@ -39,8 +39,8 @@ nav a{margin-right:.9rem}.cards{display:flex;flex-wrap:wrap;gap:.7rem;margin:.6r
 .js table.sort th{cursor:pointer}th[data-dir=asc]::after{content:" ▲"}th[data-dir=desc]::after{content:" ▼"}
 .better{background:var(--better)}.worse{background:var(--worse)}.faint{opacity:.55}
 .sides{display:grid;grid-template-columns:1fr 1fr;gap:.8rem}.sides>div{min-width:0}
-.card.better{background:var(--better)}.card.worse{background:var(--worse)}.note{background:var(--bg2);padding:.4rem .6rem;border-radius:4px}
-.differs{margin:.4rem 0}.side-a,.side-b{border-top:3px solid var(--line);padding-top:.2rem}
+.card.better{background:var(--better)}.card.worse{background:var(--worse)}.card.faint{opacity:1}.card.faint.better{background:#f0fdf4}.card.faint.worse{background:#fef2f2}.note{background:var(--bg2);padding:.4rem .6rem;border-radius:4px}
+.differs{margin:.4rem 0}.scroll{max-height:18rem;overflow:auto}.side-a,.side-b{border-top:3px solid var(--line);padding-top:.2rem}
 """
 
 SCRIPT = """<script>

@@ -71,11 +71,17 @@ def test_the_report_reads_in_full_with_scripts_off(retail, tmp_path):
     assert seen["turns"] > 12  # transcripts through the dialog view
     assert seen["event tables"] >= 1 and '{"table"' not in source  # an event's rows as tables, not JSON
     events = {i["item"]: i["value"] for i in report["items"] if i["step"] == "events" and i["value"]}
+    verdicts = {i["item"]: i["value"] for i in report["items"] if i["step"] == "verdicts" and i["value"]}
     for row in seen["rows"]:  # each item's line: its name, status, scenario's first line, what failed
         key, status, summary = row
         brief = (events.get(key) or {}).get("brief", "")
         assert summary.startswith(brief.splitlines()[0][:40]) if brief else summary
         assert ("failed: " in summary) == (status == "fail")
+        if status == "fail":  # what failed: the stop with its reason, the violated policies
+            verdict = verdicts[key]
+            violated = ", ".join(dict.fromkeys(v["policy"] for v in verdict["violated"]))
+            assert ("stop" not in verdict["failed"]) or f"stop ({verdict['stop']})" in summary
+            assert ("policy" not in verdict["failed"]) or f"policy ({violated})" in summary
 
 
 def test_a_policy_or_category_or_status_links_to_its_items_with_scripts_off_and_on(retail, tmp_path):

@@ -68,11 +68,13 @@ class VerdictView:
 
     @staticmethod
     def summary(verdict: Verdict, item: Any = None) -> str:
-        """What failed, the violated policies named: ``failed: stop, policy (P3, P7)``."""
+        """What failed, with the stop's reason and the violated policies:
+        ``failed: stop (give-up), policy (P3, P7)``."""
         if verdict.status == "pass":
             return "passed"
         if verdict.status != "fail":
             return f"{verdict.status}: {first_line(verdict.reason, 80)}" if verdict.reason else verdict.status
         violated = ", ".join(dict.fromkeys(v.policy for v in verdict.violated))
-        return "failed: " + ", ".join(f"{what} ({violated})" if what == "policy" and violated else what
+        detail = {"policy": violated, "stop": verdict.stop}
+        return "failed: " + ", ".join(f"{what} ({detail[what]})" if detail.get(what) else what
                                       for what in verdict.failed)

@@ -57,7 +57,9 @@ def test_the_report_reads_in_full_with_scripts_off(retail, tmp_path):
                     "cards": await page.visible("#headline .card"),
                     "turns": await page.evaluate("document.querySelectorAll('.turn.user').length"),
                     "event tables": await page.evaluate("document.querySelectorAll('details table.rows').length"),
-                    "tested": await page.visible("#run th")}
+                    "tested": await page.visible("#run th"),
+                    "colours": await page.evaluate("Object.fromEntries([...document.querySelectorAll('#index .item')]"
+                                                   ".map(r => [r.cells[1].textContent, getComputedStyle(r.cells[1]).color]))")}
 
     seen = asyncio.run(look())
     for section in SECTIONS:
@@ -69,6 +71,7 @@ def test_the_report_reads_in_full_with_scripts_off(retail, tmp_path):
     assert any("method's own score" in c for c in seen["cards"]) and any(c.startswith("$") for c in seen["cards"])
     assert {"pipeline", "environment", "agent under test", "models", "seed"} <= set(seen["tested"])
     assert seen["turns"] > 12  # transcripts through the dialog view
+    assert seen["colours"]["fail"] == "rgb(180, 35, 24)" and len(set(seen["colours"].values())) == len(seen["colours"])
     assert seen["event tables"] >= 1 and '{"table"' not in source  # an event's rows as tables, not JSON
     events = {i["item"]: i["value"] for i in report["items"] if i["step"] == "events" and i["value"]}
     verdicts = {i["item"]: i["value"] for i in report["items"] if i["step"] == "verdicts" and i["value"]}

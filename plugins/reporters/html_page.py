@@ -11,7 +11,7 @@ from typing import Any
 from intellagent.metrics import Chart, Column, MetricResult
 
 CSS = """
-:root{--fg:#1d232a;--muted:#5b6470;--line:#d9dee4;--bg2:#f4f6f8;--pass:#17803d;--fail:#b42318;
+:root{--fg:#1d232a;--muted:#5b6470;--line:#d9dee4;--bg2:#f4f6f8;--pass:#17803d;--ok:#17803d;--fail:#b42318;
 --other:#9a6700;--accent:#2563eb;--better:#dcfce7;--worse:#fee2e2}
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;color:var(--fg);padding:.5rem 1.2rem 4rem}
 h1{font-size:1.55rem;margin:.6rem 0 .3rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid var(--line);padding-bottom:.2rem}

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from intellagent.report import RunReport
-from intellagent_plugins.reporters.html_page import e
+from intellagent_plugins.reporters.html_page import css_status, e
 
 STATUS = "status"
 
@@ -54,9 +54,12 @@ class ItemFilters:
         return f"#only-{found}" if found else None
 
     def css(self) -> str:
-        """One rule a class: while ``#only-CLASS`` is the target, the other rows are hidden."""
-        return "".join(f"#only-{c}:target~* .item:not(.{c})" + "{display:none}"
-                       for values in self.classes.values() for c in values.values())
+        """One rule a class: while ``#only-CLASS`` is the target, the other rows are hidden; and
+        each status's colour on its rows' status cell."""
+        colours = "".join(f"#index .{c}>td:nth-child(2)" + "{color:var(--" + css_status(status) + ")}"
+                          for status, c in self.classes[STATUS].items())
+        return colours + "".join(f"#only-{c}:target~* .item:not(.{c})" + "{display:none}"
+                                 for values in self.classes.values() for c in values.values())
 
     def banners(self) -> str:
         """What each link shows, above the list (only the one targeted is visible)."""

@@ -35,6 +35,6 @@ def test_two_agents_on_the_same_events(runner, tmp_path):
     header = next(l for l in lines if l.startswith("outcome changed for "))
     assert int(header.split()[3]) == len(changed)  # 12 events: every change is listed
     html = (tmp_path / "runs" / f"compare-{run_a}-{run_b}.html").read_text()
-    assert "IntellAgent comparison" in html and "id=deltas" in html and "<script" not in html
+    assert "IntellAgent comparison" in html and "id=deltas" in html and "src=" not in html
     same = runner.invoke(cli, ["compare", run_a, run_a, *ws])
     assert "outcome changed for 0 item(s)" in same.stdout and "Δ +0 pp" in same.stdout

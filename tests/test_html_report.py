@@ -52,14 +52,14 @@ def test_the_report_reads_in_full_with_scripts_off(retail, tmp_path):
             return {"ids": await page.evaluate("[...document.querySelectorAll('[id]')].map(e => e.id)"),
                     "rows": await page.evaluate("[...document.querySelectorAll('#index .item')]"
                                                 ".filter(r => r.checkVisibility())"
-                                                ".map(r => [...r.cells].map(c => c.textContent.trim()))"),
+                                                ".map(r => [r.firstChild.textContent, r.children[1].textContent, r.lastChild.textContent.trim()])"),
                     "search": await page.visible("#search"),
                     "cards": await page.visible("#headline .card"),
                     "turns": await page.evaluate("document.querySelectorAll('.turn.user').length"),
                     "event tables": await page.evaluate("document.querySelectorAll('details table.rows').length"),
                     "tested": await page.visible("#run th"),
                     "colours": await page.evaluate("Object.fromEntries([...document.querySelectorAll('#index .item')]"
-                                                   ".map(r => [r.cells[1].textContent, getComputedStyle(r.cells[1]).color]))")}
+                                                   ".map(r => [r.children[1].textContent, getComputedStyle(r.children[1]).color]))")}
 
     seen = asyncio.run(look())
     for section in SECTIONS:
@@ -106,15 +106,15 @@ def test_a_policy_or_category_or_status_links_to_its_items_with_scripts_off_and_
         async with Page(retail, tmp_path / f"profile-{javascript}", javascript=javascript) as page:
             shown = {}
             await page.click(f"a[href='#only-{policy.group(1)}']")
-            shown["policy"] = await page.visible("#index .item td:first-child")
+            shown["policy"] = await page.visible("#index .item a")
             shown["banner"] = await page.visible(".only")
             await page.click(f"#only-{policy.group(1)} a[href='#items']")  # "Show all"
-            shown["all"] = await page.visible("#index .item td:first-child")
+            shown["all"] = await page.visible("#index .item a")
             await page.click(f"a[href='#only-{category.group(1)}']")
-            shown["category"] = await page.visible("#index .item td:first-child")
+            shown["category"] = await page.visible("#index .item a")
             status = re.search(r"<a href=#only-(s\d+)><b>\d+ fail</b>", source).group(1)
             await page.click(f"#headline a[href='#only-{status}']")
-            shown["fail"] = await page.visible("#index .item td:first-child")
+            shown["fail"] = await page.visible("#index .item a")
             await page.click(f"#index a[href='#i-{sorted(failed)[0]}']")  # an item's transcript opens
             shown["open"] = await page.evaluate("[...document.querySelectorAll('details.transcript[open]')]"
                                                 ".map(d => d.querySelector('summary b').textContent)")
@@ -146,22 +146,22 @@ def test_the_search_bar_finds_items_by_text_status_and_policy_and_tables_sort(re
             seen = {"bar": await page.visible("#search")}
             await page.type("#search input", word)
             await asyncio.sleep(0.3)  # the search waits for a pause in typing
-            seen["text"] = await page.visible("#index .item td:first-child")
+            seen["text"] = await page.visible("#index .item a")
             seen["count"] = await page.evaluate("document.getElementById('shown').textContent")
             await page.type("#search input", "")
             await asyncio.sleep(0.3)
             await page.evaluate(f"(s => {{ s.value = '{policy_option.group(1)}'; s.onchange(); }})"
                                 "(document.querySelector('#search select[aria-label=policy]'))")
-            seen["policy"] = await page.visible("#index .item td:first-child")
+            seen["policy"] = await page.visible("#index .item a")
             await page.evaluate(f"(s => {{ s.value = '{fail_option.group(1)}'; s.onchange(); }})"
                                 "(document.querySelector('#search select[aria-label=status]'))")
-            seen["policy and fail"] = await page.visible("#index .item td:first-child")
-            await page.click("#index th:nth-child(1)")
-            seen["ascending"] = await page.evaluate("[...document.querySelectorAll('#index .item td:first-child')]"
-                                                    ".map(td => td.textContent)")
-            await page.click("#index th:nth-child(1)")
-            seen["descending"] = await page.evaluate("[...document.querySelectorAll('#index .item td:first-child')]"
-                                                     ".map(td => td.textContent)")
+            seen["policy and fail"] = await page.visible("#index .item a")
+            rates = ("[...document.querySelectorAll('#policies tbody tr')]"
+                     ".map(tr => parseFloat(tr.cells[7].dataset.v))")
+            await page.click("#policies th:nth-child(8)")  # the violation rate
+            seen["ascending"] = await page.evaluate(rates)
+            await page.click("#policies th:nth-child(8)")
+            seen["descending"] = await page.evaluate(rates)
             return seen
 
     seen = asyncio.run(search())
@@ -172,6 +172,7 @@ def test_the_search_bar_finds_items_by_text_status_and_policy_and_tables_sort(re
     assert set(seen["policy"]) == with_policy and len(with_policy) == int(policy_option.group(3))
     finals = {i["item"]: i["status"] for i in report["items"]}
     assert set(seen["policy and fail"]) == {k for k in with_policy if finals[k] == "fail"}
+    assert len(set(seen["ascending"])) > 2  # the policies' violation rates sort by a click on the header
     assert seen["ascending"] == sorted(seen["ascending"]) and seen["descending"] == sorted(seen["ascending"])[::-1]
 
 
@@ -188,7 +189,7 @@ def test_a_run_larger_than_a_page_gets_an_index_and_item_pages(runner, tmp_path)
     keys = sorted({i["item"] for i in report["items"] if i["item"]})
     source = html_path.read_text()
     assert "<details class=transcript" not in source
-    links = re.findall(r"<tr class='item (s\d+)[^']*'><td><a href=items/(\d{4}\.html)#i-([^>]+)>", source)
+    links = re.findall(r"<p class='item (s\d+)[^']*'><a href=items/(\d{4}\.html)#i-([^>]+)>", source)
     assert sorted(k for _, _, k in links) == keys and len(keys) == 12
     assert [page for _, page, _ in links] == ["0001.html"] * 5 + ["0002.html"] * 5 + ["0003.html"] * 2
     assert sorted(p.name for p in (folder / "items").iterdir()) == ["0001.html", "0002.html", "0003.html"]

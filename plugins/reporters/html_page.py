@@ -33,7 +33,9 @@ nav a{margin-right:.9rem}.cards{display:flex;flex-wrap:wrap;gap:.7rem;margin:.6r
 .held{color:var(--pass)}.broken{color:var(--fail);font-weight:600}
 .wide{overflow-x:auto}table.rows td,table.rows th{font-size:12px;white-space:nowrap}
 .only{display:none;background:#eff6ff;border:1px solid #bfdbfe;border-radius:4px;padding:.3rem .6rem}.only:target{display:block}
-#index{table-layout:fixed}#index td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+#index{border:1px solid var(--line);margin:.5rem 0}#index p{margin:0;padding:.2rem .5rem;border-top:1px solid var(--line);white-space:nowrap;overflow:hidden;text-overflow:ellipsis}#index p.head{background:var(--bg2);font-weight:600;border:0}
+#index a,#index b{display:inline-block;width:7em}#index i,#index p.head b+b{font-style:normal;display:inline-block;width:10em}
+.chunk{content-visibility:auto;contain-intrinsic-size:auto 15000px}.filtered .chunk,.only:target~#index .chunk{content-visibility:visible}
 .transcript:has(> a:target){outline:2px solid var(--accent)}a.anchor{scroll-margin-top:4rem}
 #search{margin:.5rem 0;display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}#search input{flex:1 1 16rem;padding:.25rem .4rem}#search[hidden]{display:none}
 .js table.sort th{cursor:pointer}th[data-dir=asc]::after{content:" ▲"}th[data-dir=desc]::after{content:" ▼"}
@@ -59,7 +61,8 @@ for (const th of document.querySelectorAll('table.sort > thead th')) th.onclick 
 const bar = document.getElementById('search');
 if (bar) {
   bar.hidden = false;
-  const items = [...document.querySelectorAll('#index .item')], text = bar.querySelector('input');
+  const index = document.getElementById('index'), text = bar.querySelector('input');
+  const items = [...index.querySelectorAll('.item')];
   const selects = [...bar.querySelectorAll('select')], shown = document.getElementById('shown');
   const apply = () => {
     const words = text.value.toLowerCase().split(/\\s+/).filter(Boolean);
@@ -72,6 +75,7 @@ if (bar) {
       it.hidden = !ok;
       n += ok && (!only || it.classList.contains(only));
     }
+    index.classList.toggle('filtered', n < items.length);  // the chunks laid out whole: hidden rows take no room
     shown.textContent = `${n} of ${items.length} shown`;
   };
   let linked = null;  // the select a link's value was put in

@@ -56,7 +56,7 @@ class ItemFilters:
     def css(self) -> str:
         """One rule a class: while ``#only-CLASS`` is the target, the other rows are hidden; and
         each status's colour on its rows' status cell."""
-        colours = "".join(f"#index .{c}>td:nth-child(2)" + "{color:var(--" + css_status(status) + ")}"
+        colours = "".join(f"#index .{c}>i" + "{color:var(--" + css_status(status) + ")}"
                           for status, c in self.classes[STATUS].items())
         return colours + "".join(f"#only-{c}:target~* .item:not(.{c})" + "{display:none}"
                                  for values in self.classes.values() for c in values.values())

@@ -163,6 +163,8 @@ class HtmlOptions(StrictModel):
 
 
 PAGES = "items"
+CHUNK = 500
+"""Rows of the list of items laid out together (the rest wait until scrolled near)."""
 """The folder of a large run's item pages, beside report.html."""
 
 
@@ -301,10 +303,12 @@ class HtmlReporter(Reporter):
                "its own. Follow a policy, category or level above, or a status below, to list its "
                f"items alone.</p><p>Show: <a href=#items>all ({total})</a>, {filters.status_links(finals)}</p>"
                f"<style>{filters.css()}</style>{filters.search_bar(total)}{filters.banners()}"
-               "<table id=index class=sort><colgroup><col style='width:8em'><col style='width:9em'><col>"
-               "</colgroup><thead><tr><th>item</th><th>status</th><th>summary</th></tr></thead><tbody>\n")
-        yield from rows
-        yield "</tbody></table>"
+               "<div id=index><p class=head><b>item</b><b>status</b>summary\n")
+        for start in range(0, len(rows), CHUNK):
+            # a chunk's rows are laid out and drawn only near the window (content-visibility):
+            # 10,000 rows open in a fraction of the time
+            yield "<div class=chunk>" + "".join(rows[start:start + CHUNK]) + "</div>\n"
+        yield "</div>"
 
     def _write_items(self, report: RunReport, data: RunData, views: list[Any], filters: ItemFilters,
                      pages: Path | None, inline: Any, total: int) -> list[str]:
@@ -343,8 +347,7 @@ class HtmlReporter(Reporter):
         row is 10 KB of the file."""
         key, status = group[0].item, group[-1].status
         classes = " ".join(filters.of(status, [s for it in group for s in it.scores]))
-        return (f"<tr class='item {classes}'><td><a href={quote(href, safe='/#')}>{_e(key)}</a>"
-                f"<td>{_e(status)}<td>{_e(summary)}\n")
+        return f"<p class='item {classes}'><a href={quote(href, safe='/#')}>{_e(key)}</a><i>{_e(status)}</i>{_e(summary)}\n"
 
     def _nav(self, number: int, last_page: int) -> str:
         links = [f"<a href='../{self.filename}'>← the report</a>"]

@@ -6,7 +6,8 @@ frame after load, the median of --opens; target ≤ 2 s at 10,000 events).
 
     python bench/report_bench.py [--events 1000,10000] [--opens 5] [--workspace DIR]
 
-With --workspace, a size already run there is reused (the run's report is written anew).
+With --workspace, a size already run there is resumed (every item reused) and its report
+written anew, so the figures of a new report come without running the events again.
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ class RateDelta(BaseModel):
 
     @property
     def direction(self) -> str:
-        """``better``, ``worse`` or ``same``, read in the rate's own direction."""
-        if not self.delta:
+        """``better``, ``worse`` or ``same`` (under half a point), read in the rate's own direction."""
+        if self.delta is None or abs(self.delta) < 0.005:
             return "same"
         return "better" if (self.delta > 0) == (self.better == "higher") else "worse"
 

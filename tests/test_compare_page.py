@@ -98,10 +98,12 @@ def test_every_rate_is_side_by_side_coloured_in_its_own_direction_with_holm(comp
     directions = set()
     for title, group, _, _, css, delta, change, holm_cell, better in rows:
         delta = float(delta)
-        if delta:
+        if abs(delta) >= 0.005:  # under half a point reads +0 pp: neither colour
             good = (delta > 0) == (better == "higher")
             assert css.split()[0] == ("better" if good else "worse"), (title, group, delta, better)
             directions.add((better, good))
+        else:
+            assert not css.replace("faint", "").strip()
         low, high = (float(x) for x in re.search(r"\[([-+]\d+), ([-+]\d+)\]", change).groups())
         assert ("faint" in css) == (low <= 0 <= high)
     assert any(b == "lower" for b, _ in directions)  # a violation rate: lower is better

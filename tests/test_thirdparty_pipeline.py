@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from intellagent_plugins.reporters.writers import read_report
+
 pytestmark = pytest.mark.slow  # installs a package, kills and resumes runs
 
 PLUGIN = '''
@@ -31,7 +33,6 @@ from intellagent.metrics import Column, Metric, MetricResult
 from intellagent.model import StrictModel
 from intellagent.steps import (PASS_FAIL, Critic, Extractor, Generator, Output, Sampler, Score, ScoreSpec,
                                Simulator)
-from intellagent_plugins.reporters.writers import read_report
 
 DELAY = float(os.environ.get("THIRDPARTY_DELAY", "0"))
 

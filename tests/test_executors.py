@@ -7,7 +7,6 @@ processes."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -23,6 +22,7 @@ import sqlalchemy as sa
 from intellagent.cli import cli
 from intellagent.store import Store
 from intellagent.testing.openai_server import OpenAIServer
+from intellagent_plugins.reporters.writers import read_report
 
 pytestmark = pytest.mark.slow  # worker processes and a Ray cluster
 
@@ -31,7 +31,7 @@ EVENTS = 16
 
 def report_of(workspace: Path) -> dict:
     path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
-    return json.loads(path.read_text())
+    return read_report(path)
 
 
 def comparable(report: dict) -> dict:

@@ -15,6 +15,7 @@ import pytest
 from intellagent.cli import cli
 from intellagent.errors import IntellagentError
 from intellagent.store import MIGRATIONS, Store
+from intellagent_plugins.reporters.writers import read_report
 
 pytestmark = pytest.mark.slow  # starts a PostgreSQL server
 
@@ -24,7 +25,7 @@ ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "12",
 
 def report_of(workspace: Path) -> dict:
     path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
-    return json.loads(path.read_text())
+    return read_report(path)
 
 
 def comparable(report: dict) -> dict:

@@ -34,7 +34,7 @@ ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "24", 
 
 def report_of(workspace: Path) -> dict:
     path = sorted(workspace.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)[-1]
-    return json.loads(path.read_text())
+    return read_report(path)
 
 
 def comparable(report: dict) -> dict:

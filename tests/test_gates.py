@@ -3,7 +3,6 @@ not finish), JUnit results valid against junit-10.xsd, and compare --fail-on-reg
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 
 import pytest

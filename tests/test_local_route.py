@@ -5,7 +5,6 @@ probe's pick) is shown in the run summary, the report (report.json info and HTML
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest

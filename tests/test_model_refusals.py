@@ -4,7 +4,6 @@ server echoes in an error body never reaches the store or a report (issue 36).""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

@@ -3,7 +3,6 @@ checking pipelines before any model call; stopping early; re-rendering reports."
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3

@@ -5,7 +5,6 @@ under a dollar budget), and a budget never overshot."""
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 
 import pytest

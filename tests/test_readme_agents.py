@@ -4,7 +4,6 @@ one)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import json
 import re
 import types
 

@@ -6,7 +6,6 @@ agent's first different turn."""
 
 from __future__ import annotations
 
-import json
 import types
 from pathlib import Path
 

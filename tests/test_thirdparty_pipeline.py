@@ -5,7 +5,6 @@ built-in pipelines, and a run killed at any moment resumes without redoing a fin
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3

@@ -9,7 +9,6 @@ Items are streamed from the store: only the list's rows (about 200 bytes an item
 from __future__ import annotations
 
 import csv
-import html
 import itertools
 import json
 import shutil

@@ -60,6 +60,9 @@ class RunInfo(BaseModel):
                              "without a budget).")
     reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
                                               "to the agent: dialogs taken from earlier runs, by run.")
+    notices: list[str] = Field(default_factory=list, description="What a reader must know about the "
+                               "run's models before reading it, as their providers say it (a demo "
+                               "model's answers are scripted, not a model's).")
     structured: dict[str, str] = Field(default_factory=dict, description="How each role's endpoint "
                                        "was asked for structured output (tools, json_schema, json): "
                                        "the configured mode, or what an `auto` probe picked.")

@@ -82,7 +82,7 @@ details{border:1px solid #ddd;border-radius:4px;margin:.4rem 0;padding:.3rem .6r
 .turn{margin:.3rem 0;padding:.3rem .5rem;border-radius:4px}.user{background:#eef4ff}.assistant{background:#f3f4f6}
 .critic{background:#fff7e6}.tool{font-family:monospace;font-size:12px;white-space:pre-wrap;color:#444}
 .thought{color:#666;font-style:italic}code,pre{font-family:monospace;font-size:12px;white-space:pre-wrap}
-.muted{color:#666}.step{margin:.6rem 0 .2rem;font-weight:600;border-top:1px dashed #ddd;padding-top:.3rem}
+.muted{color:#666}.notice{background:#fff4d6;border:1px solid #e0b84c;padding:.5rem .8rem}.step{margin:.6rem 0 .2rem;font-weight:600;border-top:1px dashed #ddd;padding-top:.3rem}
 svg text{font:11px system-ui,sans-serif;fill:#333}details:target{outline:2px solid #3b82f6}
 nav{margin:.6rem 0}nav a{margin-right:1rem}
 """
@@ -243,7 +243,8 @@ class HtmlReporter(Reporter):
                paged: bool) -> Iterator[str]:
         info = report.info
         yield self._head(f"IntellAgent report — {info.environment}") + \
-            f"<h1>IntellAgent report: {_e(info.environment)}</h1>\n"
+            f"<h1>IntellAgent report: {_e(info.environment)}</h1>\n" + \
+            "".join(f"<p class=notice id=notice><b>{_e(n)}</b></p>\n" for n in info.notices)
         models = ", ".join(f"{_e(r)}: <code>{_e(m)}</code>" for r, m in info.models.items()) or "–"
         yield (f"<table id=run><tr><th>run</th><td><code>{_e(info.run_id)}</code> ({_e(info.status)})</td></tr>"
                f"<tr><th>pipeline</th><td>{_e(info.pipeline)} <span class=muted>{_e(info.description)}</span></td></tr>"

@@ -577,6 +577,8 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
                + (f" ({outcomes})" if outcomes else ""))
     for notice in report.info.notices:
         click.echo(f"  {notice}")
+    for line in report.shortfalls:
+        click.echo(f"  {line}")
     for line in report.headlines():
         click.echo(f"  {line}")
     for line in _agent_lines(report):

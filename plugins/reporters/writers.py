@@ -259,6 +259,8 @@ class HtmlReporter(Reporter):
                                             for k, v in report.outcomes.items()) + ".</p>")
         for line in report.headlines():
             yield f"<p>{_e(line)}</p>"
+        for line in report.shortfalls:
+            yield f"<p class='notice shortfall'>{_e(line)}</p>"
         degraded = report.degraded()
         if degraded:
             yield ("<div id=degraded class=fail><b>Degraded items:</b> "

@@ -58,11 +58,11 @@ class Habits:
         def draw(name: str, rate: float) -> bool:
             digest = hashlib.sha256(f"{seed}\n{opening}\n{name}".encode()).hexdigest()
             return int(digest[:8], 16) / 0xFFFFFFFF < rate
-        return cls(skips_auth=draw("auth", 0.15), skips_yes=draw("yes", 0.15),
-                   skips_fare_rule=draw("fare", 0.25), gives_way=draw("way", 0.25),
-                   regular_bags=draw("bags", 0.3), generous=draw("generous", 0.25),
-                   skips_insurance=draw("insurance", 0.25), overshares=draw("share", 0.25),
-                   opinionated=draw("opinion", 0.3), offers_unasked=draw("unasked", 0.15))
+        return cls(skips_auth=draw("auth", 0.2), skips_yes=draw("yes", 0.2),
+                   skips_fare_rule=draw("fare", 0.3), gives_way=draw("way", 0.3),
+                   regular_bags=draw("bags", 0.35), generous=draw("generous", 0.3),
+                   skips_insurance=draw("insurance", 0.3), overshares=draw("share", 0.3),
+                   opinionated=draw("opinion", 0.35), offers_unasked=draw("unasked", 0.2))
 
 
 @dataclass
@@ -621,15 +621,16 @@ class Agent:
         tier = "regular" if self.h.regular_bags else profile.get("membership", "regular")
         free = s.rules.free(tier, "economy") * pax
         insured = None
+        bags_said = [m for t in s.user_texts for m in re.findall(r"\b(\d|no|one|two|three) (?:checked )?bags?\b", t, re.I)]
         if not self.h.skips_insurance:
             if not s.asked(r"insurance", s.since_request()):
+                bags_question = "" if bags_said else (f" And how many checked bags will you bring? {free} are free "
+                                                      f"for {pax} passenger(s) in economy.")
                 return self._say(f"Would you like travel insurance for {_money(s.rules.insurance)} per passenger? It "
-                                 f"gives a full refund if you cancel for health or weather reasons. And how many "
-                                 f"checked bags will you bring? {free} are free for {pax} passenger(s) in economy.")
-            insured = bool(re.search(r"\b(?:yes|want|like)\b[^.]*insurance|insurance[^.]*\byes\b", s.user_texts[-1] if False else
-                                     next((t for t in reversed(s.user_texts) if "insurance" in t.lower()), ""), re.I)) \
+                                 f"gives a full refund if you cancel for health or weather reasons.{bags_question}")
+            answer = next((t for t in reversed(s.user_texts) if "insurance" in t.lower()), "")
+            insured = bool(re.search(r"\b(?:yes|want|like)\b[^.]*insurance|insurance[^.]*\byes\b", answer, re.I)) \
                 and not re.search(r"\bno insurance\b|don't want[^.]*insurance", text, re.I)
-        bags_said = [m for t in s.user_texts for m in re.findall(r"\b(\d|no|one|two|three) (?:checked )?bags?\b", t, re.I)]
         if not bags_said:
             return self._say(f"How many checked bags will you bring? {free} are free for {pax} passenger(s) in economy.")
         bags = int(bags_said[-1]) if bags_said[-1].isdigit() else NUMBERS.get(bags_said[-1].lower(), 0)

@@ -69,7 +69,8 @@ def plan_for(policies: list[Listed], tables: list[str], rng: random.Random) -> P
     left = [p for p in policies if kind_of(p.text).intents and first not in kind_of(p.text).intents]
     seconds = [i for i in SECOND if i != first and i in possible
                and any(i in kind_of(p.text).intents for p in left)]
-    if seconds and not (first == "cancel" and seconds[0] == "compensation"):
+    # a booking takes most of a conversation's turns: it comes alone
+    if seconds and first != "book" and not (first == "cancel" and seconds[0] == "compensation"):
         intents.append(seconds[0])
     if "human" in intents and intents[-1] != "human":
         intents.remove("human")

@@ -31,7 +31,7 @@ SECONDS = {
 }
 REFUSED = re.compile(r"\bI'm sorry, but\b|\bcan't make an exception\b|\bcan't offer\b|\bcan only share\b|"
                      r"\bcan't (?:cancel|add|share|change)\b|\bcan't be changed\b", re.I)
-DONE = re.compile(r"^Done:|\btransferring you\b|\bReservation \w{6} goes from\b", re.I)
+DONE = re.compile(r"\bDone:|\btransferring you\b|\bReservation \w{6} goes from\b", re.I)
 
 
 class UserView:
@@ -61,6 +61,10 @@ class UserView:
     def user_id(self) -> str:
         m = re.search(r"Your user id is (\S+?)\.", self.knows)
         return m.group(1) if m else "unknown"
+
+    def said_any_count(self, words: str) -> list[str]:
+        """The user's messages that match ``words``."""
+        return [s for s in self.said if re.search(words, s, re.I)]
 
     def said_any(self, words: str) -> bool:
         return any(re.search(words, s, re.I) for s in self.said)
@@ -117,7 +121,8 @@ class User:
         r1 = v.record("R1").get("reservation_id") or v.ids.get("r", "")
         flight = v.record("F1")
         day = next((d for d, info in sorted((flight.get("dates") or {}).items())
-                    if info.get("status") == "available" and d > "2024-05-15"), "2024-05-20")
+                    if info.get("status") == "available" and d > "2024-05-15"
+                    and (info.get("available_seats") or {}).get("economy", 9) >= p.passengers), "2024-05-20")
         passenger = (v.record("R1").get("passengers") or [{}])[0]
         text = OPENINGS[p.first].format(
             upfront=f" (reservation {r1})" if p.upfront else "", bags=p.bags, s="" if p.bags == 1 else "s",
@@ -198,12 +203,15 @@ class User:
             return _turn(f"I'd like to fly on {day} instead, same route.", "I want the same flight a few days later.")
         if "who is travelling" in low:
             saved = (v.record("U1").get("saved_passengers") or [{}])[0]
-            who = f"Me and {saved.get('first_name')} {saved.get('last_name')}." if p.passengers == 2 and saved \
-                else "Just me."
+            who = f"Me and {saved.get('first_name')} {saved.get('last_name')}" if p.passengers == 2 and saved \
+                else "Just me"
+            who += f", with {p.bags} checked bag{'s' if p.bags != 1 else ''} in total."
             return _turn(who, "The agent asks who travels.")
         if "insurance" in low and not v.said_any("insurance"):
             bags = f"{p.bags} checked bag{'s' if p.bags != 1 else ''}"
             ins = "Yes, I'd like the insurance" if p.insurance else "No insurance, thanks"
+            if v.said_any("checked bag"):
+                return _turn(f"{ins}.", "The agent asks about insurance.")
             return _turn(f"{ins}, and {bags}.", "The agent asks about insurance and bags.")
         if "checked bags" in low and not v.said_any(r"checked bag"):
             return _turn(f"{p.bags} checked bag{'s' if p.bags != 1 else ''}, please.", "The agent asks about bags.")
@@ -213,6 +221,10 @@ class User:
             text = f"Please use my card ending in {card['last_four']}." if card else \
                 f"Please use {next(iter(methods), 'my saved card')}."
             return _turn(text, "The agent asks how I pay; I use my saved card.")
+        asked_day = [d for s in v.said for d in re.findall(r"\b2024-\d{2}-\d{2}\b", s)]
+        if ("seats left" in low or "seat(s) left" in low) and asked_day and len(v.said_any_count(r"\b2024-")) < 2:
+            later = _day_after(asked_day[-1], 1)
+            return _turn(f"Then the day after, {later}, please.", "No seats that day; one day later works for me too.")
         if "didn't go through" in low or "seats left" in low or "seat(s) left" in low:
             return _turn("Oh no. Then I'll leave it for now.", "What I wanted cannot be done today.", "give-up",
                          "The flight I wanted has no seats left.")

@@ -222,7 +222,7 @@ def _options(settings: ModelSettings) -> StrictModel:
         key = ".".join(str(p) for p in err["loc"])
         what = f"unknown option '{key}'" if err["type"] == "extra_forbidden" else \
             f"needs options: {{{key}: ...}}" if err["type"] == "missing" else f"options.{key}: {err['msg']}"
-        raise ConfigError(f"{settings.model} {what} (options: {', '.join(model.model_fields)})") from None
+        raise ConfigError(f"{settings.model} {what} (options: {', '.join(model.model_fields) or 'none'})") from None
 
 
 def _function(settings: ModelSettings, options: FunctionOptions) -> Callable[..., Any]:

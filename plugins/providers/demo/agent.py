@@ -162,10 +162,6 @@ class State:
         return [e[1] for e in self.events if e[0] == "user"]
 
     @property
-    def agent_texts(self) -> list[str]:
-        return [e[1] for e in self.events if e[0] == "agent"]
-
-    @property
     def calls(self) -> list[Call]:
         return [e[1] for e in self.events if e[0] == "call"]
 

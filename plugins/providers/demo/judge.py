@@ -8,13 +8,13 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
+from intellagent_plugins.providers.demo.agent import Rules
 from intellagent_plugins.providers.demo.rules import kind_of
 from intellagent_plugins.providers.demo.scenarios import Plan, read_plan
 from intellagent_plugins.providers.demo.texts import Listed, Transcript, between, listed_policies, transcript
 
 WRITES = ("book_reservation", "cancel_reservation", "update_reservation_flights", "update_reservation_baggages",
           "update_reservation_passengers", "send_certificate")
-TODAY = datetime(2024, 5, 15, 15, 0)
 
 
 def _turn(t: Transcript, at: int) -> str:
@@ -28,6 +28,7 @@ class Judge:
                                                                           "\nThe conversation ended"))
         self.plan: Plan = read_plan(self.brief)[0]
         self.t = transcript(between(text, "Transcript:\n", ("\n\nFor each policy id", "\n\nIs that decision")))
+        self.rules = Rules.read(between(text, "The agent's instructions:", ("\n\nThe scenario the user",)))
 
     def _yes_before(self, at: int) -> bool:
         """The agent asked for a yes and the user said yes, before event ``at``."""
@@ -130,7 +131,7 @@ class Judge:
             r = t.last_output("get_reservation_details", reservation_id=c.arguments.get("reservation_id")) or {}
             cabin, pax = r.get("cabin", "economy"), len(r.get("passengers") or [1])
             before_total, before_paid = r.get("total_baggages", 0), r.get("nonfree_baggages", 0)
-        free = FREE.get(tier, FREE["regular"]).get(cabin, 0) * pax
+        free = self.rules.free(tier, cabin) * pax
         total = c.arguments.get("total_baggages", before_total)
         right = max(before_paid, total - free)
         paid = c.arguments.get("nonfree_baggages", 0)
@@ -138,7 +139,8 @@ class Judge:
             return True, True, (f"At {_turn(t, c.at)} the agent charged {paid} bag(s) of {total}; a {tier} member in "
                                 f"{cabin.replace('_', ' ')} with {pax} passenger(s) has {free} free, so {right} should "
                                 "be paid.")
-        return True, False, f"The agent counted {free} free bag(s) for a {tier} member and charged {paid}."
+        return True, False, (f"A {tier} member in {cabin.replace('_', ' ')} with {pax} passenger(s) has {free} free "
+                             f"bag(s); at {_turn(t, c.at)} the agent charged {paid} of {total}, as it should.")
 
     def _cancel_eligibility(self):
         t = self.t
@@ -147,7 +149,7 @@ class Judge:
 
         def allowed(r: dict[str, Any]) -> bool:
             created = datetime.fromisoformat(r.get("created_at", "2000-01-01T00:00:00"))
-            return bool(created >= TODAY - timedelta(hours=24) or r.get("cabin") == "business" or
+            return bool(created >= self.rules.today - timedelta(hours=24) or r.get("cabin") == "business" or
                         (r.get("insurance") == "yes" and re.search(r"\bill\b|sick|health|weather", reason, re.I)))
         if not cancelled:
             looked = [c.output for c in t.calls_of("get_reservation_details") if isinstance(c.output, dict)]
@@ -236,11 +238,6 @@ class Judge:
         return True, False, "The correction was not made before the conversation ended."
 
 
-FREE = {"regular": {"basic_economy": 0, "economy": 1, "business": 2},
-        "silver": {"basic_economy": 1, "economy": 2, "business": 3},
-        "gold": {"basic_economy": 2, "economy": 3, "business": 3}}
-
-
 def judgement(text: str, ids: list[str]) -> dict[str, Any]:
     """The judge's answer for the judge prompt ``text`` and the policy ids it lists."""
     judge = Judge(text)
@@ -255,6 +252,3 @@ def judgement(text: str, ids: list[str]) -> dict[str, Any]:
               "The request was handled as the rules require.")
     return {"policies": findings, "completed": completed, "completion_reason": reason}
 
-
-def free_bags_of(tier: str, cabin: str) -> int:
-    return FREE.get(tier, FREE["regular"]).get(cabin, 0)

@@ -260,7 +260,7 @@ def expected(kind: Kind, plan: Plan) -> str:
     if kind.name == "confirm":
         outcome = ACTION_WORDS.get(first, "changing anything")
     elif kind.name == "bags":
-        outcome = "the member's tier and the reservation's cabin, per passenger"
+        outcome = "per passenger"
     elif kind.name == "basic-economy":
         outcome = ("Refuses to change the flights of the basic economy reservation (a cabin upgrade stays "
                    "possible), also when the user insists.") if plan.basic else \
@@ -322,7 +322,6 @@ def scenario_answer(policy_ids: list[str], policies: list[Listed], tables: list[
 ENTITY = re.compile(r"^(?P<symbol>[A-Z]{1,3}\d{1,2}) \((?P<table>\w+), (?P<new>a new row|an existing row)\): "
                     r"(?P<role>.*)$", re.M)
 CANDIDATE = re.compile(r"^  \[(?P<index>\d+)\] (?P<key>\S+): (?P<record>\{.*\})$", re.M)
-TODAY = "2024-05-15"
 
 
 @dataclass

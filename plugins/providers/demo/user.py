@@ -136,7 +136,6 @@ class User:
         return _turn(text, f"I open with my first request: {p.first}.")
 
     def _confirm(self, question: str) -> dict[str, Any]:
-        p = self.p
         return _turn("Yes, please go ahead.", "The agent described the change and asked me; it matches what I want.")
 
     def _after(self, handled: bool, last: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ nothing to work on are named; a run that made its output says nothing of the kin
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -66,3 +67,14 @@ def test_usable_counts_what_the_step_declares_as_output(statuses, kind, expected
     plugin = SimpleNamespace(statuses=Statuses(passed=["ok", "pass"], failed=["fail"], other=["invalid"]))
     plan = SimpleNamespace(steps={"s": SimpleNamespace(plugin=plugin)})
     assert usable(plan, StepSummary(name="s", use="x", kind=kind, items=4, statuses=statuses)) == expected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None,
+                    reason="ToolTalk's reference is not installed: pip install --no-deps nvidia-tooltalk")
+def test_tooltalk_generation_on_the_schema_mock_says_how_few_conversations_it_made(runner, tmp_path):
+    _, report, _ = run(runner, tmp_path, "tooltalk", "--pipeline", "tooltalk-generate", "--model", "mock/schema",
+                       "--requests", "6")
+    steps = {s["name"]: s for s in report["steps"]}
+    assert steps["conversations"]["statuses"].get("ok", 0) * 2 < steps["conversations"]["items"]
+    line = next(line for line in report["shortfalls"] if "step conversations" in line)
+    assert "invalid" in line and "run with a real model (--model gpt-4o)" in line

@@ -575,6 +575,10 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     outcomes = ", ".join(f"{v} {k}" for k, v in report.outcomes.items())
     click.echo(f"run {report.info.run_id}: {sum(report.outcomes.values())} items"
                + (f" ({outcomes})" if outcomes else ""))
+    for notice in report.info.notices:
+        click.echo(f"  {notice}")
+    for line in report.shortfalls:
+        click.echo(f"  {line}")
     for line in report.headlines():
         click.echo(f"  {line}")
     for line in _agent_lines(report):

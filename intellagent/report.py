@@ -20,7 +20,7 @@ from intellagent.model import StrictModel
 from intellagent.mutation import MutationReport
 from intellagent.plan import plan_from_data
 from intellagent.provenance import Provenance
-from intellagent.results import RunData, StepSummary, outcomes, summarize
+from intellagent.results import RunData, StepSummary, outcomes, shortfalls, summarize
 from intellagent.steps import DEGRADED, UNFINISHED, NoOptions
 
 
@@ -61,6 +61,9 @@ class RunInfo(BaseModel):
                              "without a budget).")
     reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
                                               "to the agent: dialogs taken from earlier runs, by run.")
+    notices: list[str] = Field(default_factory=list, description="What a reader must know about the "
+                               "run's models before reading it, as their providers say it (a demo "
+                               "model's answers are scripted, not a model's).")
     structured: dict[str, str] = Field(default_factory=dict, description="How each role's endpoint "
                                        "was asked for structured output (tools, json_schema, json): "
                                        "the configured mode, or what an `auto` probe picked.")
@@ -84,6 +87,9 @@ class RunReport(BaseModel):
                                     "whether it held.")
     mutation: MutationReport | None = Field(default=None, description="What `intellagent mutate` "
                                             "found: the items each mutant of the agent killed.")
+    shortfalls: list[str] = Field(default_factory=list, description="What the run did not make: "
+                                  "steps whose items are none or fewer than half usable (with how "
+                                  "to get a useful run), steps left with nothing to work on.")
     calibration: CalibrationReport | None = Field(default=None, description="How the run's "
                                                   "judges agree with people's labels (`intellagent "
                                                   "calibrate`), once there are labels.")
@@ -110,7 +116,8 @@ def build_report(plan: Any, data: Any, info: RunInfo, store: Any,
     for name, result in metrics.items():
         result.name = name
     found = store.run_config(info.run_id)  # what was learnt about the run since: mutants, labels
-    return RunReport(info=info, steps=steps if steps is not None else summarize(data),
+    steps = steps if steps is not None else summarize(data)
+    return RunReport(info=info, steps=steps, shortfalls=shortfalls(plan, steps),
                      outcomes=outcomes(data), metrics=metrics, cost=store.cost_summary(info.run_id),
                      gates=evaluate(plan.gates if gates is None else gates, metrics),
                      mutation=found.get("mutation"), calibration=found.get("calibration"))

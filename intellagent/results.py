@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, Field, TypeAdapter
 
 from intellagent.plan import Plan, TypeRef
-from intellagent.steps import Score
+from intellagent.steps import DEGRADED, Score
 from intellagent.store import Store
 
 
@@ -115,6 +115,49 @@ def summarize(data: RunData) -> list[StepSummary]:
         summary.notes = dict(sorted(notes.items(), key=lambda kv: -kv[1])[:10])
         out.append(summary)
     return out
+
+
+#: Kinds whose failed items are output all the same (a verdict that fails, a dialog in which the
+#: agent crashed); a failed item of another kind is a rejected one (a blueprint that failed review).
+FAILED_IS_OUTPUT = ("critic", "simulator")
+
+
+def usable(plan: Plan, step: StepSummary) -> int:
+    """The step's items that carry an output a later step or a reader can use: the statuses it
+    declares as passed (and failed, for a judge or a dialog), and degraded ones."""
+    planned = plan.steps.get(step.name)
+    statuses = getattr(planned.plugin, "statuses", None) if planned is not None else None
+    if statuses is None:
+        return sum(n for k, n in step.statuses.items() if k in ("ok", "pass", "fail", DEGRADED))
+    counted = set(statuses.passed) | {DEGRADED}
+    if step.kind in FAILED_IS_OUTPUT:
+        counted |= set(statuses.failed)
+    return sum(n for k, n in step.statuses.items() if k in counted)
+
+
+def shortfalls(plan: Plan, steps: list[StepSummary]) -> list[str]:
+    """What a finished run did not make, in plain lines: each step whose items are none or fewer
+    than half usable (with the step's own hint on how to get a useful run), then the steps left
+    with nothing to work on."""
+    lines: list[str] = []
+    starved: list[str] = []
+    for step in steps:
+        if step.items == 0:
+            if lines or any(s.items for s in steps):
+                starved.append(step.name)
+            continue
+        made = usable(plan, step)
+        if made * 2 >= step.items:
+            continue
+        ended = ", ".join(f"{n} {k}" for k, n in sorted(step.statuses.items(), key=lambda kv: -kv[1]))
+        line = (f"nothing came out of step {step.name}: {step.items} item(s), none usable ({ended})" if made == 0
+                else f"step {step.name} made only {made} usable item(s) of {step.items} ({ended})")
+        planned = plan.steps.get(step.name)
+        hint = getattr(planned.plugin, "empty_hint", "") if planned is not None else ""
+        lines.append(line + (f"; {hint}" if hint else ""))
+    if starved:
+        lines.append(f"step{'s' if len(starved) > 1 else ''} {', '.join(starved)} had nothing to work on")
+    return lines
 
 
 def finals(data: RunData) -> dict[str, RunItem]:

@@ -170,6 +170,9 @@ class Step:
     statuses: ClassVar[Statuses] = MADE
     #: The scores it gives, by name. A score it gives and does not declare is an error.
     scores: ClassVar[dict[str, ScoreSpec]] = {}
+    #: How to get a useful run when few or none of its items are usable (say, the model it needs
+    #: to make them); shown beside the shortfall in the summary and the report.
+    empty_hint: ClassVar[str] = ""
 
     def __init__(self, config: StrictModel) -> None:
         self.config = config

@@ -24,7 +24,7 @@ params:
 
 CASES = [
     ("default: {model: mock/schema}", "default: {model: mock/nope}", "p.yaml:2",
-     "llm.default.model: unknown mock model 'mock/nope' (mock/schema, mock/scripted, mock/function)"),
+     "llm.default.model: unknown mock model 'mock/nope' (mock/schema, mock/scripted, mock/function, mock/demo)"),
     ("default: {model: mock/schema}", "default: {model: ''}", "p.yaml:2",
      "llm.default.model: a model name cannot be empty"),
     ("default: {model: mock/schema}", "default: {model: mock/schema, options: {list_items: many}}", "p.yaml:2",

@@ -110,6 +110,26 @@ class LLM:
                 modes[role] = mode
         return modes
 
+    def notices(self, roles: list[str]) -> list[str]:
+        """What the providers of ``roles`` say a reader of the run must know (each once), from
+        their factory's ``notice(settings)``: no provider is made for it."""
+        found: list[str] = []
+        for role in roles:
+            settings = self.settings_for(role)
+            name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+            if self.registry is None:
+                from intellagent.registry import load_registry
+                self.registry = load_registry()
+            try:
+                factory = self.registry.resolve("llm-provider", name).value
+            except Exception:  # an unknown provider is refused elsewhere, with its own message
+                continue
+            notice = getattr(factory, "notice", None)
+            text = notice(settings) if callable(notice) else None
+            if text and text not in found:
+                found.append(text)
+        return found
+
     def provider_for(self, role: str) -> Any:
         """The provider serving ``role`` (made once per distinct model settings)."""
         provider = self._by_role.get(role)

@@ -247,6 +247,10 @@ class AlmitaFlowgraph(Extractor):
 
     name = "flowgraph"
     statuses = FILTERED
+    empty_hint = ("its graphs must pass ALMITA's rules, which mock/schema's fabricated graphs never do: run "
+                  "with a real model (--model gpt-4o-mini), or offline with the scripted model of "
+                  "tests/almita_script.py (--model mock/function --set "
+                  "llm.default.options.function=tests.almita_script:answer)")
     scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"checked": CheckedProcedure}
@@ -294,6 +298,7 @@ class AlmitaConversationGraph(Extractor):
 
     name = "conversation-graph"
     statuses = FILTERED
+    empty_hint = AlmitaFlowgraph.empty_hint
     scores = {"almita-filter": FILTER}
     Config = PromptsOnly
     inputs = {"flowgraph": Flowgraph}

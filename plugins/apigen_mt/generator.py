@@ -130,6 +130,8 @@ class ReviewedGenerator(Generator):
     output = BlueprintResult
     score: ClassVar[str]
     statuses = PASS_FAIL
+    empty_hint = ("a task must pass APIGen-MT's checks and its review committee, which a mock model's "
+                  "fabricated tasks never do: run with a real model (--model gpt-4o-mini)")
 
     @property
     def scores(self) -> dict[str, ScoreSpec]:  # type: ignore[override]

@@ -5,6 +5,8 @@
   ``tool_call_rate`` (0.5), ``list_items`` (a preferred length for lists, within their bounds).
 - ``mock/scripted``: replies from a queue and records every request (``enqueue``, ``history``).
 - ``mock/function``: replies from a Python callable ``fn(request, response_model)``.
+- ``mock/demo``: scripted, realistic answers for every role on the quickstart's environment
+  (``intellagent_plugins.providers.demo``); its reports say they are a demo.
 """
 
 from __future__ import annotations
@@ -190,6 +192,10 @@ class SchemaOptions(StrictModel):
     tool_call_rate: float = Field(default=0.5, ge=0, le=1)
 
 
+class DemoOptions(StrictModel):
+    """``mock/demo`` takes no option: its answers are scripted for the quickstart's environment."""
+
+
 class ScriptedOptions(StrictModel):
     replies: list[Any] = Field(default_factory=list)
 
@@ -199,7 +205,7 @@ class FunctionOptions(StrictModel):
 
 
 MOCK_OPTIONS: dict[str, type[StrictModel]] = {"schema": SchemaOptions, "scripted": ScriptedOptions,
-                                              "function": FunctionOptions}
+                                              "function": FunctionOptions, "demo": DemoOptions}
 
 
 def _options(settings: ModelSettings) -> StrictModel:
@@ -208,7 +214,7 @@ def _options(settings: ModelSettings) -> StrictModel:
     model = MOCK_OPTIONS.get(kind)
     if model is None:
         raise ConfigError(f"unknown mock model '{settings.model}' (mock/schema, mock/scripted, "
-                          "mock/function)")
+                          "mock/function, mock/demo)")
     try:
         return model.model_validate(dict(settings.options))
     except ValidationError as exc:
@@ -216,7 +222,7 @@ def _options(settings: ModelSettings) -> StrictModel:
         key = ".".join(str(p) for p in err["loc"])
         what = f"unknown option '{key}'" if err["type"] == "extra_forbidden" else \
             f"needs options: {{{key}: ...}}" if err["type"] == "missing" else f"options.{key}: {err['msg']}"
-        raise ConfigError(f"{settings.model} {what} (options: {', '.join(model.model_fields)})") from None
+        raise ConfigError(f"{settings.model} {what} (options: {', '.join(model.model_fields) or 'none'})") from None
 
 
 def _function(settings: ModelSettings, options: FunctionOptions) -> Callable[..., Any]:
@@ -248,8 +254,22 @@ def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
         return SchemaModel(seed=seed, tool_call_rate=options.tool_call_rate, list_items=options.list_items)
     if isinstance(options, ScriptedOptions):
         return ScriptedModel(options.replies)
+    if isinstance(options, DemoOptions):
+        from intellagent_plugins.providers.demo.model import DemoModel
+
+        return DemoModel(seed=seed)
     assert isinstance(options, FunctionOptions)
     return FunctionModel(_function(settings, options))
 
 
+def mock_notice(settings: ModelSettings) -> str | None:
+    """The demo's notice, which every report of a run on it shows."""
+    if settings.model == "mock/demo":
+        from intellagent_plugins.providers.demo.model import NOTICE
+
+        return NOTICE
+    return None
+
+
 mock_provider.check = check_mock  # type: ignore[attr-defined]
+mock_provider.notice = mock_notice  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ h3{font-size:1rem;margin:1.2rem 0 .3rem}a{color:var(--accent);text-decoration:no
 table{border-collapse:collapse;width:100%;margin:.5rem 0}th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:var(--bg2);font-weight:600}.num{text-align:right;white-space:nowrap}
 .pass,.ok{color:var(--pass)}.fail{color:var(--fail)}.other{color:var(--other)}.muted{color:var(--muted)}
+.notice{background:#fff4d6;border:1px solid #e0b84c;padding:.5rem .8rem}
 .bar{display:inline-block;height:.7rem;background:#3b82f6;vertical-align:middle}
 details{border:1px solid var(--line);border-radius:4px;margin:.4rem 0;padding:.3rem .6rem}summary{cursor:pointer}
 .turn{margin:.3rem 0;padding:.3rem .5rem;border-radius:4px}.user{background:#eef4ff}.assistant{background:#f3f4f6}

@@ -217,7 +217,10 @@ class HtmlReporter(Reporter):
                + "".join(f"<a href='#{_e(n)}'>{_e(n)}</a>" for n in report.metrics)
                + f"<a href=#cost>cost</a><a href=#items>items ({sum(finals.values())})</a></nav>")
         yield f"<h1>IntellAgent report: {_e(info.environment)}</h1>\n"
+        yield "".join(f"<p class=notice id=notice><b>{_e(n)}</b></p>\n" for n in info.notices)
         yield self._headline(report, filters, finals)
+        for line in report.shortfalls:
+            yield f"<p class='notice shortfall'>{_e(line)}</p>"
         yield "<section id=summary><h2>Funnel</h2>"
         degraded = report.degraded()
         if degraded:

@@ -225,6 +225,8 @@ class WriteConversation(Generator):
 
     name = "write-conversation"
     statuses = Statuses(passed=["ok"], other=["invalid"])
+    empty_hint = ("a conversation must hold tool calls that run on ToolTalk's tools, which a mock model's "
+                  "rarely do: run with a real model (--model gpt-4o)")
     description = "a ToolTalk conversation from a scenario, calls executed on the tools"
     Config = WriteConfig
     inputs = {"scenario": Scenario}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sqlite3
@@ -378,3 +379,23 @@ def test_a_copy_with_more_changed_keys_than_listed_is_read_whole(shop, monkeypat
     assert db.changed_keys("customers") is None
     assert db.hash() == state_hash(db.dump())
     assert diff_databases(seed, db) == diff_dumps(seed.dump(), db.dump())
+
+
+def test_a_database_dropped_without_close_frees_its_connection_at_once(shop):
+    # sqlite3 holds a connection in a reference cycle: without the garbage collector, one
+    # dropped open would keep its whole in-memory database until a full collection
+    env = load_environment(shop)
+    gc.disable()
+    try:
+        db = env.seed_database()
+        conn = db.conn
+        copy = db.copy()
+        copied = copy.conn
+        del db, copy
+        for dropped in (conn, copied):
+            with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+                dropped.execute("SELECT 1")
+    finally:
+        gc.enable()
+    kept = env.seed_database()
+    assert kept.get("customers", "c1")["credit"] == 10  # the seed it was copied from is untouched

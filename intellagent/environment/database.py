@@ -241,6 +241,15 @@ class Database:
     def close(self) -> None:
         self.conn.close()
 
+    def __del__(self) -> None:
+        # sqlite3 keeps a connection in a reference cycle (its statement cache refers back to
+        # it), so a connection dropped open waits for a full garbage collection, holding its
+        # database's memory (0.7 MB for airline's seed) meanwhile: 130 of them at once, 90 MB, in
+        # a 64-in-flight run over HTTP. A database is closed when it is dropped.
+        conn = self.__dict__.get("conn")
+        if conn is not None:
+            conn.close()
+
     # -- transactions -------------------------------------------------------------------
 
     @contextmanager

@@ -399,3 +399,65 @@ def test_a_database_dropped_without_close_frees_its_connection_at_once(shop):
         gc.enable()
     kept = env.seed_database()
     assert kept.get("customers", "c1")["credit"] == 10  # the seed it was copied from is untouched
+
+
+def test_a_database_made_again_with_the_tokens_of_the_first_diffs_as_a_copy_of_it(shop):
+    from intellagent.environment import diff_databases
+    from intellagent.environment.loader import Row
+
+    env = load_environment(shop)
+    rows = [Row(table="customers", key="c9", record={"customer_id": "c9", "name": "Eve", "tier": "gold", "credit": 3})]
+    db = env.database_with(rows)
+    start = db.versions()
+    db.update("customers", "c1", credit=25)
+    db.delete("orders", "o2")
+    again = env.database_with(rows)
+    again.take_versions(start)
+    assert again.base_versions() == start and all(again.changed_keys(t) == [] for t in env.db_schema.tables)
+    assert diff_databases(again, db) == diff_dumps(again.dump(), db.dump())
+    assert set(diff_databases(again, db).tables) == {"customers", "orders"}
+    untouched = env.database_with(rows)
+    untouched.take_versions(start)
+    assert diff_databases(untouched, env.database_with(rows)).empty
+    assert again.hash() == state_hash(again.dump())
+
+
+OPEN_DATABASES: list[int] = []
+
+
+def counting_agent(messages, tools):
+    """The shop's agent, noting how many event databases are open while it works."""
+    from tests.test_mutants import shop_agent
+
+    gc.collect()
+    OPEN_DATABASES.append(sum(1 for o in gc.get_objects() if isinstance(o, Database) and _is_open(o)))
+    return shop_agent(messages, tools)
+
+
+def _is_open(db: Database) -> bool:
+    try:
+        db.conn.execute("SELECT 1")
+        return True
+    except sqlite3.ProgrammingError:
+        return False
+
+
+def test_a_dialog_in_progress_holds_one_database(runner, shop, tmp_path):
+    # its database as it found it is made again for the diff at the end, not held: with a
+    # copy per dialog in flight, a run held two event databases per dialog
+    from intellagent.cli import cli
+    from tests import test_database as agent_module  # (the module the run imports the agent from)
+    from tests.test_mutants import PIPELINE, briefs_plugin
+
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.replace("tests.test_mutants:shop_agent", "tests.test_database:counting_agent"))
+    counts = agent_module.OPEN_DATABASES
+    counts.clear()
+    result = runner.invoke(cli, ["run", str(shop), "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws")],
+                           obj={"plugins": (briefs_plugin(),)})
+    assert result.exit_code in (0, 1), result.output
+    assert len(counts) >= 2, result.output  # the agent's turns (after the lookup, after the write)
+    assert max(counts) == 1, counts  # the dialog's own (a copy of it beside it before)
+    report = json.loads(next((tmp_path / "ws" / "runs").glob("*/report.json")).read_text())
+    [dialog] = [i["value"] for i in report["items"] if i["step"] == "dialogs"]
+    assert dialog["db_diff"]["tables"]["customers"]["changed"]["c1"][0]["after"] == 15  # 10 + 5

@@ -238,6 +238,18 @@ class Database:
         db._base = versions
         return db
 
+    def take_versions(self, versions: dict[str, int] | None) -> None:
+        """Make this database a copy, as :meth:`copy` makes one, of a database whose version
+        tokens were ``versions`` and whose content this one has (it was made again the same way:
+        the same seed and rows): hashes and diffs between the two then skip what neither wrote
+        since. Other content under those tokens would hide its differences from them."""
+        if versions is None or self.versions() is None:
+            return
+        self.conn.executemany(f"UPDATE {VERSIONS} SET v = ? WHERE name = ?",
+                              [(v, name) for name, v in versions.items()])
+        self.conn.execute(f"DELETE FROM {CHANGED}")
+        self._base = dict(versions)
+
     def close(self) -> None:
         self.conn.close()
 

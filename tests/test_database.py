@@ -461,3 +461,38 @@ def test_a_dialog_in_progress_holds_one_database(runner, shop, tmp_path):
     report = json.loads(next((tmp_path / "ws" / "runs").glob("*/report.json")).read_text())
     [dialog] = [i["value"] for i in report["items"] if i["step"] == "dialogs"]
     assert dialog["db_diff"]["tables"]["customers"]["changed"]["c1"][0]["after"] == 15  # 10 + 5
+
+
+GENERATOR_CALLS: list[tuple[str, int]] = []
+
+
+def counting_model(request, response_model):
+    """A schema-fabricating model noting, at each call, how many databases are open."""
+    import random
+
+    from intellagent.llm.fabricate import fabricate
+
+    gc.collect()
+    name = getattr(response_model, "__name__", "chat")
+    GENERATOR_CALLS.append((name, sum(1 for o in gc.get_objects() if isinstance(o, Database) and _is_open(o))))
+    if response_model is None:
+        return "Alright."
+    return fabricate(response_model.model_json_schema(), random.Random(request.key()))
+
+
+def test_an_event_holds_no_database_while_it_waits_for_the_model(runner, tmp_path):
+    # it reads the seed itself for the examples and candidate rows, and copies it only to put
+    # the answer's rows in: a copy held through its two calls was one database per event in flight
+    from intellagent.cli import cli
+    from tests import test_database as model_module
+
+    calls = model_module.GENERATOR_CALLS
+    calls.clear()
+    result = runner.invoke(cli, ["run", "airline", "--events", "2", "--until", "events", "--workspace",
+                                 str(tmp_path / "ws"), "--model", "mock/function", "--set", "llm.roles={}",
+                                 "--set", "llm.default.options.function=tests.test_database:counting_model"])
+    assert result.exit_code == 0, result.output
+    first = calls[0][1]  # before any event: the seed's own
+    generating = [n for name, n in calls if name in ("ScenarioDraft", "RowsDraft")]
+    assert len(generating) >= 3, calls
+    assert max(generating) == first, calls

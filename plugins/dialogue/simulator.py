@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from intellagent.environment import diff_databases
+from intellagent.environment import DbDiff, diff_databases
 from intellagent.estimate import tokens
 from intellagent.llm.types import Outcome, Status
 from intellagent.model import StrictModel
@@ -97,6 +97,8 @@ class Conversation:
         """The database changes so far (initial → now), as JSON."""
         if self.db is None:
             return None
+        if self.db.versions() == self._start:  # nothing written since it began: no need for it
+            return DbDiff().model_dump(mode="json")
         initial = self._initial()
         try:
             initial.take_versions(self._start)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sqlite3
@@ -378,3 +379,120 @@ def test_a_copy_with_more_changed_keys_than_listed_is_read_whole(shop, monkeypat
     assert db.changed_keys("customers") is None
     assert db.hash() == state_hash(db.dump())
     assert diff_databases(seed, db) == diff_dumps(seed.dump(), db.dump())
+
+
+def test_a_database_dropped_without_close_frees_its_connection_at_once(shop):
+    # sqlite3 holds a connection in a reference cycle: without the garbage collector, one
+    # dropped open would keep its whole in-memory database until a full collection
+    env = load_environment(shop)
+    gc.disable()
+    try:
+        db = env.seed_database()
+        conn = db.conn
+        copy = db.copy()
+        copied = copy.conn
+        del db, copy
+        for dropped in (conn, copied):
+            with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+                dropped.execute("SELECT 1")
+    finally:
+        gc.enable()
+    kept = env.seed_database()
+    assert kept.get("customers", "c1")["credit"] == 10  # the seed it was copied from is untouched
+
+
+def test_a_database_made_again_with_the_tokens_of_the_first_diffs_as_a_copy_of_it(shop):
+    from intellagent.environment import diff_databases
+    from intellagent.environment.loader import Row
+
+    env = load_environment(shop)
+    rows = [Row(table="customers", key="c9", record={"customer_id": "c9", "name": "Eve", "tier": "gold", "credit": 3})]
+    db = env.database_with(rows)
+    start = db.versions()
+    db.update("customers", "c1", credit=25)
+    db.delete("orders", "o2")
+    again = env.database_with(rows)
+    again.take_versions(start)
+    assert again.base_versions() == start and all(again.changed_keys(t) == [] for t in env.db_schema.tables)
+    assert diff_databases(again, db) == diff_dumps(again.dump(), db.dump())
+    assert set(diff_databases(again, db).tables) == {"customers", "orders"}
+    untouched = env.database_with(rows)
+    untouched.take_versions(start)
+    assert diff_databases(untouched, env.database_with(rows)).empty
+    assert again.hash() == state_hash(again.dump())
+
+
+OPEN_DATABASES: list[int] = []
+
+
+def counting_agent(messages, tools):
+    """The shop's agent, noting how many event databases are open while it works."""
+    from tests.test_mutants import shop_agent
+
+    gc.collect()
+    OPEN_DATABASES.append(sum(1 for o in gc.get_objects() if isinstance(o, Database) and _is_open(o)))
+    return shop_agent(messages, tools)
+
+
+def _is_open(db: Database) -> bool:
+    try:
+        db.conn.execute("SELECT 1")
+        return True
+    except sqlite3.ProgrammingError:
+        return False
+
+
+def test_a_dialog_in_progress_holds_one_database(runner, shop, tmp_path):
+    # its database as it found it is made again for the diff at the end, not held: with a
+    # copy per dialog in flight, a run held two event databases per dialog
+    from intellagent.cli import cli
+    from tests import test_database as agent_module  # (the module the run imports the agent from)
+    from tests.test_mutants import PIPELINE, briefs_plugin
+
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.replace("tests.test_mutants:shop_agent", "tests.test_database:counting_agent"))
+    counts = agent_module.OPEN_DATABASES
+    counts.clear()
+    result = runner.invoke(cli, ["run", str(shop), "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws")],
+                           obj={"plugins": (briefs_plugin(),)})
+    assert result.exit_code in (0, 1), result.output
+    assert len(counts) >= 2, result.output  # the agent's turns (after the lookup, after the write)
+    assert max(counts) == 1, counts  # the dialog's own (a copy of it beside it before)
+    report = json.loads(next((tmp_path / "ws" / "runs").glob("*/report.json")).read_text())
+    [dialog] = [i["value"] for i in report["items"] if i["step"] == "dialogs"]
+    assert dialog["db_diff"]["tables"]["customers"]["changed"]["c1"][0]["after"] == 15  # 10 + 5
+
+
+GENERATOR_CALLS: list[tuple[str, int]] = []
+
+
+def counting_model(request, response_model):
+    """A schema-fabricating model noting, at each call, how many databases are open."""
+    import random
+
+    from intellagent.llm.fabricate import fabricate
+
+    gc.collect()
+    name = getattr(response_model, "__name__", "chat")
+    GENERATOR_CALLS.append((name, sum(1 for o in gc.get_objects() if isinstance(o, Database) and _is_open(o))))
+    if response_model is None:
+        return "Alright."
+    return fabricate(response_model.model_json_schema(), random.Random(request.key()))
+
+
+def test_an_event_holds_no_database_while_it_waits_for_the_model(runner, tmp_path):
+    # it reads the seed itself for the examples and candidate rows, and copies it only to put
+    # the answer's rows in: a copy held through its two calls was one database per event in flight
+    from intellagent.cli import cli
+    from tests import test_database as model_module
+
+    calls = model_module.GENERATOR_CALLS
+    calls.clear()
+    result = runner.invoke(cli, ["run", "airline", "--events", "2", "--until", "events", "--workspace",
+                                 str(tmp_path / "ws"), "--model", "mock/function", "--set", "llm.roles={}",
+                                 "--set", "llm.default.options.function=tests.test_database:counting_model"])
+    assert result.exit_code == 0, result.output
+    first = calls[0][1]  # before any event: the seed's own
+    generating = [n for name, n in calls if name in ("ScenarioDraft", "RowsDraft")]
+    assert len(generating) >= 3, calls
+    assert max(generating) == first, calls

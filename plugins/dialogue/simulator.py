@@ -18,13 +18,14 @@ through its hooks: :meth:`UserAgent.user_turn` (e.g. sample several and choose),
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from intellagent.environment import diff_databases
+from intellagent.environment import DbDiff, diff_databases
 from intellagent.estimate import tokens
 from intellagent.llm.types import Outcome, Status
 from intellagent.model import StrictModel
@@ -84,7 +85,10 @@ class Conversation:
 
     def __init__(self, ctx: Any, scenario: Scenario, max_tool_steps: int) -> None:
         self.db = ctx.database(scenario.rows)
-        self.initial = self.db.copy() if self.db is not None else None
+        # the database as the dialog found it is made again for a diff, not kept: a copy held
+        # by each dialog in flight doubled a run's event databases (0.7 MB each for airline)
+        self._initial = functools.partial(ctx.database, scenario.rows)
+        self._start = self.db.versions() if self.db is not None else None
         self.toolbox = ToolBox(ctx.env, self.db, offload=ctx.offload, observe=ctx.observe)
         self.session = LiveSession(ctx.agent(ground_truth=scenario.ground_truth), self.toolbox,
                                    ctx.env.prompt, max_tool_steps=max_tool_steps)
@@ -93,7 +97,14 @@ class Conversation:
         """The database changes so far (initial → now), as JSON."""
         if self.db is None:
             return None
-        return diff_databases(self.initial, self.db).model_dump(mode="json")
+        if self.db.versions() == self._start:  # nothing written since it began: no need for it
+            return DbDiff().model_dump(mode="json")
+        initial = self._initial()
+        try:
+            initial.take_versions(self._start)
+            return diff_databases(initial, self.db).model_dump(mode="json")
+        finally:
+            initial.close()
 
     def tool_errors(self) -> int:
         """Tool calls refused or crashed so far."""
@@ -101,9 +112,8 @@ class Conversation:
 
     def close(self) -> None:
         self.session.close()
-        for db in (self.initial, self.db):
-            if db is not None:
-                db.close()
+        if self.db is not None:
+            self.db.close()
 
 
 class UserAgent(Simulator):

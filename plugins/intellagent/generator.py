@@ -198,8 +198,8 @@ class SymbolicEvents(Generator):
         tables = list(schema.tables) if schema else []
         policies = [EventPolicy(id=p.id, text=p.text, category=p.category, challenge=p.challenge)
                     for p in map(graph.policy, spec.policies)]
-        seed_db = env.seed_database() if schema else None
-        examples = {t: seed_db.keys(t, limit=3) for t in tables} if seed_db else {}
+        seed = env.seed_view() if schema else None  # read here; a copy is made for the rows only
+        examples = {t: seed.keys(t, limit=3) for t in tables} if seed else {}
         messages = [
             {"role": "system", "content": self.prompts.render("generator.system.md")},
             {"role": "user", "content": self.prompts.render(
@@ -216,17 +216,17 @@ class SymbolicEvents(Generator):
             return event
         # an entity named twice is one entity
         entities = list({e.symbol: e for e in d.entities}.values())
-        return await self._materialize(ctx, seed_db, event, entities, d.end_state, messages)
+        return await self._materialize(ctx, seed, event, entities, d.end_state, messages)
 
-    async def _materialize(self, ctx, seed_db: Database, event: Event, entities: list[Any],
+    async def _materialize(self, ctx, seed: Database, event: Event, entities: list[Any],
                            end_state: list[ExpectationDraft], messages: list[dict]) -> Event:
         env = ctx.env
         rng = ctx.rng("rows")
         candidates: dict[str, list[str]] = {}
         for table in sorted({e.table for e in entities}):  # sorted: set order varies per process
-            keys = seed_db.keys(table)
+            keys = seed.keys(table)
             candidates[table] = rng.sample(keys, min(CANDIDATES, len(keys))) if keys else []
-        shown, omitted = self._candidates(seed_db, candidates)
+        shown, omitted = self._candidates(seed, candidates)
         ask = messages + [{"role": "user", "content": self.prompts.render(
             "rows.md", entities=entities, candidates=shown, omitted=omitted)}]
         model = _rows_model(len(entities))
@@ -235,7 +235,7 @@ class SymbolicEvents(Generator):
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": outcome.status.value, "error": outcome.error})
-            db = seed_db if attempt == 0 else env.seed_database()  # the seed as it was, each attempt
+            db = env.seed_database()  # the seed as it was, each attempt
             symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
                                                 candidates, rng)
             if not errors:

@@ -244,9 +244,11 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
         raise IntellagentError("this run did not finish; run it again to resume, then replay it", item=run_id)
     info = RunInfo.model_validate(config["info"])
     source = Path(config.get("source", "pipeline.yaml"))
-    recorded_plan = plan_from_data(config["spec"], source, registry)
+    # the recorded spec was checked when its run started (its paths may have come from that
+    # run's command line): only this command's own --agent and --set are checked, as flags
+    recorded_plan = plan_from_data(config["spec"], source, registry, trusted=True)
     overrides = ([("agent", {"use": agent}, "--agent")] if agent is not None else []) + _set_overrides(settings)
-    plan = plan_from_data(config["spec"], source, registry, overrides=overrides)
+    plan = plan_from_data(config["spec"], source, registry, overrides=overrides, trusted=True)
     if not any(s.uses_agent and getattr(s.plugin, "replays", False) for s in plan.steps.values()):
         raise IntellagentError(f"no step of pipeline {plan.name} replays a recorded dialog (a step "
                                "that talks to the agent and declares replays = True, as the dialogue "

@@ -273,7 +273,7 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
     if "stages" in raw:
         raise ConfigError(OLD_FORMAT, file=source, line=line_of(raw, ("stages",)))
     if overrides or params:  # the file as written first: its own faults before a flag's
-        _Checker(raw, source, {}).validate(PipelineSpec, raw, ())
+        _Checker(raw, source, {}, trusted=trusted).validate(PipelineSpec, raw, ())
     overrides = list(overrides or [])
     declared = raw.get("params") if isinstance(raw.get("params"), dict) else {}
     for name, text in (params or {}).items():

@@ -306,3 +306,22 @@ def test_a_pipeline_without_a_replaying_step_is_refused(runner, shop, tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(cli, ["replay", "--workspace", str(ws)], obj={"plugins": (plugin,)})
     assert result.exit_code == 2 and "replays a recorded dialog" in result.output
+
+
+def test_a_path_the_recorded_run_took_from_its_command_line_is_not_checked_again(runner, shop, tmp_path):
+    """The recorded spec was checked when its run started: a prompts folder given there with
+    --set, outside the current folder, is the run's, not a pipeline file's to refuse."""
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE)
+    prompts = tmp_path / "elsewhere" / "myprompts"
+    prompts.mkdir(parents=True)
+    assert not prompts.resolve().is_relative_to(Path.cwd().resolve())
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", str(shop), "--pipeline", str(pipeline), "--workspace", str(ws),
+                                 "--set", f"steps.dialogs.with.prompts={prompts}"], obj={"plugins": (briefs(),)})
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.split()[1].rstrip(":")
+    for agent in (None, "agent_b"):  # with and without flags of the replay's own
+        result = replay(runner, ws, run_id, agent)
+        assert result.exit_code == 0, result.output
+        assert "2 dialog(s)" in result.stdout

@@ -325,3 +325,15 @@ def test_a_path_the_recorded_run_took_from_its_command_line_is_not_checked_again
         result = replay(runner, ws, run_id, agent)
         assert result.exit_code == 0, result.output
         assert "2 dialog(s)" in result.stdout
+
+
+def test_a_dialog_cut_short_before_the_recordings_end_did_not_follow_it(runner, recorded):
+    ws, run_id = recorded
+    result = replay(runner, ws, run_id, None, "--set", "steps.dialogs.with.max_turns=1")
+    assert result.exit_code == 0, result.output
+    assert "2 dialog(s), 0 followed the recording to the end, 2 departed" in result.stdout
+    for entry in dialogs(report_of(ws, replayed_run(result))).values():
+        assert entry["value"]["stop_reason"] == "max-turns"
+        assert entry["value"]["replay"]["departed"] == 2  # it answered its first turn as recorded
+        assert entry["value"]["replay"]["why"] == "stopped before the recording's end: max-turns"
+        assert entry["scores"][0]["status"] == "departed"

@@ -214,7 +214,8 @@ def _events_unchanged(recorded: Any, plan: Any) -> None:
 @click.option("--text", "text", default="exact", show_default=True,
               help="How the agent's reply text is compared with the recorded one: exact (after "
                    "normalising case and white space), fuzzy[:N] (token-sort ratio ≥ N, 90), any "
-                   "(only tool calls compared), or module:function.")
+                   "(only tool calls compared), or module:function (f(new, recorded) -> bool; one "
+                   "that raises stops the replay with exit 2).")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
 @WORKSPACE_OPTION
 @STORE_OPTION

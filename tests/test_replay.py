@@ -337,3 +337,24 @@ def test_a_dialog_cut_short_before_the_recordings_end_did_not_follow_it(runner, 
         assert entry["value"]["replay"]["departed"] == 2  # it answered its first turn as recorded
         assert entry["value"]["replay"]["why"] == "stopped before the recording's end: max-turns"
         assert entry["scores"][0]["status"] == "departed"
+
+
+def one_text(new: str) -> bool:
+    return True
+
+
+def broken_matcher(new: str, recorded: str) -> bool:
+    raise ValueError("no comparison today")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("tests.test_replay:one_text", "is not a function f(new, recorded) -> bool"),
+    ("os:system", "is not a function f(new, recorded) -> bool"),
+    ("tests.test_replay:broken_matcher", "'tests.test_replay:broken_matcher' raised ValueError: no comparison today"),
+])
+def test_a_text_matcher_that_cannot_compare_is_one_line_naming_text(runner, recorded, text, message):
+    ws, run_id = recorded
+    result = replay(runner, ws, run_id, "agent_e", "--text", text)
+    assert result.exit_code == 2, result.output
+    assert "--text" in result.output and message in result.output, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output

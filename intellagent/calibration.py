@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from intellagent.errors import IntellagentError
 from intellagent.metrics import Z95, wilson
 from intellagent.results import finals
+from intellagent.yamlio import _read_text
 
 MAX_LABEL_BYTES = 50_000_000  # a labels file larger than this is refused
 MAX_LABELS = 200_000  # rows of one labels file
@@ -149,14 +150,17 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     size = path.stat().st_size
     if size > MAX_LABEL_BYTES:
         raise IntellagentError(f"labels file of {size} bytes: at most {MAX_LABEL_BYTES}", file=path)
-    text = path.read_text(encoding="utf-8-sig")
+    text = _read_text(path, "labels").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames:
-            raise IntellagentError("the labels file is empty (expected a header: item, violated and a subject column)",
-                                   file=path, line=1)
-        for row in reader:
-            yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+        try:
+            if not reader.fieldnames:
+                raise IntellagentError("the labels file is empty (expected a header: item, violated and a "
+                                       "subject column)", file=path, line=1)
+            for row in reader:
+                yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+        except csv.Error as exc:
+            raise IntellagentError(f"not CSV: {exc}", file=path, line=reader.line_num) from None
     elif path.suffix.lower() in (".jsonl", ".json"):
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -165,6 +169,10 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise IntellagentError(f"not JSON: {exc.msg}", file=path, line=number) from None
+            except RecursionError:
+                raise IntellagentError("not JSON: nested too deeply", file=path, line=number) from None
+            except ValueError as exc:  # e.g. an integer past Python's digit limit
+                raise IntellagentError(f"not JSON: {exc}", file=path, line=number) from None
             if not isinstance(row, dict):
                 raise IntellagentError("each line is a JSON object {item, violated, subject column}", file=path,
                                        line=number)

@@ -214,3 +214,16 @@ def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(
     found = json.loads(result.stdout)
     assert found["overall"]["n"] == len(rows)
     assert found["overall"]["agreement"] == round((len(rows) - 1) / len(rows), 4)
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("labels.csv", "item,policy,violated\nE0001,,caf\xe9\n".encode("latin-1"), "labels.csv: not UTF-8 text"),
+    ("labels.jsonl", b'{"item": "E0001", "policy": "", "violated": true}\n' + b"[" * 100_000 + b"\n",
+     "labels.jsonl:2: not JSON: nested too deeply"),
+])
+def test_an_unreadable_labels_file_is_one_line_naming_it(runner, tmp_path, judged, name, content, message):
+    ws, run_id, _ = judged
+    (tmp_path / name).write_bytes(content)
+    result = calibrate(runner, ws, tmp_path / name, run_id)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.count("\n") == 1, result.output

@@ -208,6 +208,9 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
             raise IntellagentError(f"a row judges one thing: {', '.join(k for k, _ in named)} given",
                                    file=path, line=line)
         labels.append(Label(line=line, item=item, subject=named[0] if named else None, violated=violated))
+    if not labels:  # nothing to compare: the run's stored calibration stays as it is
+        raise IntellagentError("no labels in the file (one row per judgement: item, violated and a "
+                               "subject column)", file=path)
     return labels
 
 

@@ -227,3 +227,18 @@ def test_an_unreadable_labels_file_is_one_line_naming_it(runner, tmp_path, judge
     result = calibrate(runner, ws, tmp_path / name, run_id)
     assert result.exit_code == 2, result.output
     assert message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_a_labels_file_without_labels_is_refused_and_keeps_the_runs_calibration(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, violated) for item, policy, violated, _ in rows])
+    assert calibrate(runner, ws, labels, run_id).exit_code == 0
+    for name, content in (("header.csv", "item,policy,violated\n"), ("empty.jsonl", "\n")):
+        (tmp_path / name).write_text(content)
+        result = calibrate(runner, ws, tmp_path / name, run_id)
+        assert result.exit_code == 2, result.output
+        assert f"{name}: no labels in the file" in result.output and result.output.count("\n") == 1
+    from intellagent.store import Store
+
+    stored = Store.for_workspace(ws).run_config(run_id)["calibration"]
+    assert stored["overall"]["n"] == len(rows)  # what was stored stays

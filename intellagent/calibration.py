@@ -68,8 +68,10 @@ class Agreement(BaseModel):
     agreement_high: float | None = None
     kappa: float | None = Field(default=None, description="Cohen's kappa (None when chance "
                                 "agreement is total: both always say the same one thing).")
-    kappa_low: float | None = None
+    kappa_low: float | None = Field(default=None, description="None with a kappa: its interval is "
+                                    "undefined (see kappa_note).")
     kappa_high: float | None = None
+    kappa_note: str = Field(default="", description="Why kappa has no interval, when it has none.")
     confusion: Confusion = Field(default_factory=Confusion)
 
     @classmethod
@@ -83,15 +85,29 @@ class Agreement(BaseModel):
         out = cls(n=n, agreement=round(agreed / n, 4), agreement_low=round(low, 4),
                   agreement_high=round(high, 4), confusion=confusion)
         if kappa is not None:
-            out.kappa = round(kappa, 4)
-            out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4)
-            out.kappa_high = round(min(1.0, kappa + Z95 * se), 4)
+            out.kappa = round(kappa, 4) + 0.0  # + 0.0: no -0.0
+            constant = [who for who, said in (("the judge", confusion.both + confusion.judge_only),
+                                              ("people", confusion.both + confusion.people_only))
+                        if said in (0, n)]
+            if constant:  # its large-sample standard error is 0 there: no interval, not a point
+                out.kappa_note = f"interval undefined: {' and '.join(constant)} gave one answer throughout"
+            elif se == 0:
+                out.kappa_note = "interval undefined: a zero standard error"
+            else:
+                out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4) + 0.0
+                out.kappa_high = round(min(1.0, kappa + Z95 * se), 4) + 0.0
         return out
+
+    def kappa_interval(self) -> str:
+        """κ's interval as shown: [low, high], or why there is none."""
+        if self.kappa_low is None or self.kappa_high is None:
+            return f"({self.kappa_note or 'interval undefined'})"
+        return f"[{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
 
     def text(self) -> str:
         if not self.n:
             return "nothing compared"
-        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
+        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} {self.kappa_interval()}"
         return (f"agreement {self.agreement:.0%} ({self.agreement_low:.0%}–{self.agreement_high:.0%}), "
                 f"{kappa}, n={self.n}")
 

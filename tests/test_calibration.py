@@ -242,3 +242,30 @@ def test_a_labels_file_without_labels_is_refused_and_keeps_the_runs_calibration(
 
     stored = Store.for_workspace(ws).run_config(run_id)["calibration"]
     assert stored["overall"]["n"] == len(rows)  # what was stored stays
+
+
+@pytest.mark.parametrize("confusion", [Confusion(both=3, judge_only=2), Confusion(judge_only=2, neither=3),
+                                       Confusion(people_only=1, neither=4)])
+def test_kappa_has_no_interval_when_one_sides_answers_are_constant(confusion):
+    from intellagent.calibration import Agreement
+
+    found = Agreement.of(confusion)
+    assert found.kappa == 0.0 and str(found.kappa) == "0.0"  # never -0.0
+    assert found.kappa_low is None and found.kappa_high is None  # not a point [0, 0]
+    assert "interval undefined" in found.kappa_note and "interval undefined" in found.text()
+    assert "-0.00" not in found.text()
+
+
+def test_a_constant_labeller_shows_kappa_without_an_interval_everywhere(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, False) for item, policy, _, _ in rows])
+    result = calibrate(runner, ws, labels, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    overall = json.loads(result.stdout)["overall"]
+    assert overall["kappa"] == 0.0 and overall["kappa_low"] is None and overall["kappa_high"] is None
+    assert overall["kappa_note"] == "interval undefined: people gave one answer throughout"
+    result = calibrate(runner, ws, labels, run_id)
+    assert "κ 0.00 (interval undefined: people gave one answer throughout)" in result.stdout
+    assert "-0.00" not in result.stdout
+    page = (ws / "runs" / run_id / "report.html").read_text()
+    assert "0.00 <span class=muted>(interval undefined: people gave one answer throughout)</span>" in page

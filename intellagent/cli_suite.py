@@ -44,16 +44,21 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
 
     inputs = RunInputs(ctx, options)
     registry = inputs.registry
-    names = [n.strip() for n in mutants.split(",") if n.strip()] if mutants else \
-        sorted(registry.components["mutant"])
-    if not names:
-        raise IntellagentError("no mutant is registered", item="--mutants")
-    components = []
+    if mutants is not None:
+        names = [n.strip() for n in mutants.split(",") if n.strip()]
+        if not names:
+            raise IntellagentError("no mutant name given (e.g. --mutants drop-writes,leak)", item="--mutants")
+    else:
+        names = sorted(registry.components.get("mutant", {}))
+        if not names:
+            raise IntellagentError("no mutant is registered", item="--mutants")
+    components: dict[str, Any] = {}  # by resolved name: a mutant named twice runs once
     for name in names:
         try:
-            components.append(registry.resolve("mutant", name))
+            component = registry.resolve("mutant", name)
         except IntellagentError as exc:
             raise IntellagentError(exc.message, item="--mutants") from None
+        components.setdefault(component.name, component)
     plan = inputs.plan()
     inputs.check(plan)
     if plan.agent is None:
@@ -64,7 +69,7 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     say(f"agent as it is: run {base.run_id}: {sum(base.report.outcomes.values())} items ("
         + ", ".join(f"{v} {k}" for k, v in base.report.outcomes.items()) + ")")
     results, unfinished = [], exit_code(base.report) == EXIT_UNFINISHED
-    for component in components:
+    for component in components.values():
         mutated_plan = inputs.plan()
         mutated_plan.mutant = component
         done = inputs.run(mutated_plan)

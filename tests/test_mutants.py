@@ -244,3 +244,14 @@ def test_hook_register_mutants(runner, shop, tmp_path):
     dialog = dialog_of(tmp_path / "ws", found["run_id"])
     assert dialog["turns"][1]["content"] == "DONE: ANA {NOT A TEMPLATE} NOW HAS MORE CREDIT."
     assert found["killed"] == [] and found["n"] == 1  # τ-bench's output rule ignores case: survived
+
+
+def test_a_mutant_named_twice_runs_once_and_no_name_is_refused(runner, shop, tmp_path):
+    result = mutate(runner, shop, tmp_path, "--mutants", "drop-writes,drop-writes,intellagent/drop-writes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("drop-writes: killed") == 1
+    assert "mutation score: 1/1 mutants killed (100%)" in result.stdout
+    for names in (",", " , "):
+        result = mutate(runner, shop, tmp_path, "--mutants", names)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "--mutants" in result.output and "no mutant name given" in result.output

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from intellagent.errors import IntellagentError
 from intellagent.metrics import Z95, wilson
 from intellagent.results import finals
+from intellagent.yamlio import _read_text
 
 MAX_LABEL_BYTES = 50_000_000  # a labels file larger than this is refused
 MAX_LABELS = 200_000  # rows of one labels file
@@ -67,8 +68,10 @@ class Agreement(BaseModel):
     agreement_high: float | None = None
     kappa: float | None = Field(default=None, description="Cohen's kappa (None when chance "
                                 "agreement is total: both always say the same one thing).")
-    kappa_low: float | None = None
+    kappa_low: float | None = Field(default=None, description="None with a kappa: its interval is "
+                                    "undefined (see kappa_note).")
     kappa_high: float | None = None
+    kappa_note: str = Field(default="", description="Why kappa has no interval, when it has none.")
     confusion: Confusion = Field(default_factory=Confusion)
 
     @classmethod
@@ -82,15 +85,29 @@ class Agreement(BaseModel):
         out = cls(n=n, agreement=round(agreed / n, 4), agreement_low=round(low, 4),
                   agreement_high=round(high, 4), confusion=confusion)
         if kappa is not None:
-            out.kappa = round(kappa, 4)
-            out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4)
-            out.kappa_high = round(min(1.0, kappa + Z95 * se), 4)
+            out.kappa = round(kappa, 4) + 0.0  # + 0.0: no -0.0
+            constant = [who for who, said in (("the judge", confusion.both + confusion.judge_only),
+                                              ("people", confusion.both + confusion.people_only))
+                        if said in (0, n)]
+            if constant:  # its large-sample standard error is 0 there: no interval, not a point
+                out.kappa_note = f"interval undefined: {' and '.join(constant)} gave one answer throughout"
+            elif se == 0:
+                out.kappa_note = "interval undefined: a zero standard error"
+            else:
+                out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4) + 0.0
+                out.kappa_high = round(min(1.0, kappa + Z95 * se), 4) + 0.0
         return out
+
+    def kappa_interval(self) -> str:
+        """κ's interval as shown: [low, high], or why there is none."""
+        if self.kappa_low is None or self.kappa_high is None:
+            return f"({self.kappa_note or 'interval undefined'})"
+        return f"[{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
 
     def text(self) -> str:
         if not self.n:
             return "nothing compared"
-        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
+        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} {self.kappa_interval()}"
         return (f"agreement {self.agreement:.0%} ({self.agreement_low:.0%}–{self.agreement_high:.0%}), "
                 f"{kappa}, n={self.n}")
 
@@ -149,14 +166,17 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     size = path.stat().st_size
     if size > MAX_LABEL_BYTES:
         raise IntellagentError(f"labels file of {size} bytes: at most {MAX_LABEL_BYTES}", file=path)
-    text = path.read_text(encoding="utf-8-sig")
+    text = _read_text(path, "labels").removeprefix("\ufeff")  # a spreadsheet's byte-order mark
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames:
-            raise IntellagentError("the labels file is empty (expected a header: item, violated and a subject column)",
-                                   file=path, line=1)
-        for row in reader:
-            yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+        try:
+            if not reader.fieldnames:
+                raise IntellagentError("the labels file is empty (expected a header: item, violated and a "
+                                       "subject column)", file=path, line=1)
+            for row in reader:
+                yield reader.line_num, {k: v for k, v in row.items() if k is not None}
+        except csv.Error as exc:
+            raise IntellagentError(f"not CSV: {exc}", file=path, line=reader.line_num) from None
     elif path.suffix.lower() in (".jsonl", ".json"):
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -165,6 +185,10 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise IntellagentError(f"not JSON: {exc.msg}", file=path, line=number) from None
+            except RecursionError:
+                raise IntellagentError("not JSON: nested too deeply", file=path, line=number) from None
+            except ValueError as exc:  # e.g. an integer past Python's digit limit
+                raise IntellagentError(f"not JSON: {exc}", file=path, line=number) from None
             if not isinstance(row, dict):
                 raise IntellagentError("each line is a JSON object {item, violated, subject column}", file=path,
                                        line=number)
@@ -200,6 +224,9 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
             raise IntellagentError(f"a row judges one thing: {', '.join(k for k, _ in named)} given",
                                    file=path, line=line)
         labels.append(Label(line=line, item=item, subject=named[0] if named else None, violated=violated))
+    if not labels:  # nothing to compare: the run's stored calibration stays as it is
+        raise IntellagentError("no labels in the file (one row per judgement: item, violated and a "
+                               "subject column)", file=path)
     return labels
 
 

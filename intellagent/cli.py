@@ -498,12 +498,12 @@ class RunInputs:
 
     def _gates(self, plan: Any) -> list[Any]:
         from intellagent.gates import fail_under as fail_under_gate
-        from intellagent.gates import unknown_gate_metric
+        from intellagent.gates import gate_problem
 
         gates = list(plan.gates)
         for text in self.options["fail_under"]:
             gate = fail_under_gate(text)
-            problem = unknown_gate_metric(gate, plan.metrics)
+            problem = gate_problem(gate, plan.metrics)
             if problem:
                 raise IntellagentError(problem, item=f"--fail-under {text}")
             gates.append(gate)

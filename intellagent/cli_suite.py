@@ -44,16 +44,21 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
 
     inputs = RunInputs(ctx, options)
     registry = inputs.registry
-    names = [n.strip() for n in mutants.split(",") if n.strip()] if mutants else \
-        sorted(registry.components["mutant"])
-    if not names:
-        raise IntellagentError("no mutant is registered", item="--mutants")
-    components = []
+    if mutants is not None:
+        names = [n.strip() for n in mutants.split(",") if n.strip()]
+        if not names:
+            raise IntellagentError("no mutant name given (e.g. --mutants drop-writes,leak)", item="--mutants")
+    else:
+        names = sorted(registry.components.get("mutant", {}))
+        if not names:
+            raise IntellagentError("no mutant is registered", item="--mutants")
+    components: dict[str, Any] = {}  # by resolved name: a mutant named twice runs once
     for name in names:
         try:
-            components.append(registry.resolve("mutant", name))
+            component = registry.resolve("mutant", name)
         except IntellagentError as exc:
             raise IntellagentError(exc.message, item="--mutants") from None
+        components.setdefault(component.name, component)
     plan = inputs.plan()
     inputs.check(plan)
     if plan.agent is None:
@@ -64,7 +69,7 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     say(f"agent as it is: run {base.run_id}: {sum(base.report.outcomes.values())} items ("
         + ", ".join(f"{v} {k}" for k, v in base.report.outcomes.items()) + ")")
     results, unfinished = [], exit_code(base.report) == EXIT_UNFINISHED
-    for component in components:
+    for component in components.values():
         mutated_plan = inputs.plan()
         mutated_plan.mutant = component
         done = inputs.run(mutated_plan)
@@ -214,7 +219,8 @@ def _events_unchanged(recorded: Any, plan: Any) -> None:
 @click.option("--text", "text", default="exact", show_default=True,
               help="How the agent's reply text is compared with the recorded one: exact (after "
                    "normalising case and white space), fuzzy[:N] (token-sort ratio ≥ N, 90), any "
-                   "(only tool calls compared), or module:function.")
+                   "(only tool calls compared), or module:function (f(new, recorded) -> bool; one "
+                   "that raises stops the replay with exit 2).")
 @click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
 @WORKSPACE_OPTION
 @STORE_OPTION
@@ -244,9 +250,11 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
         raise IntellagentError("this run did not finish; run it again to resume, then replay it", item=run_id)
     info = RunInfo.model_validate(config["info"])
     source = Path(config.get("source", "pipeline.yaml"))
-    recorded_plan = plan_from_data(config["spec"], source, registry)
+    # the recorded spec was checked when its run started (its paths may have come from that
+    # run's command line): only this command's own --agent and --set are checked, as flags
+    recorded_plan = plan_from_data(config["spec"], source, registry, trusted=True)
     overrides = ([("agent", {"use": agent}, "--agent")] if agent is not None else []) + _set_overrides(settings)
-    plan = plan_from_data(config["spec"], source, registry, overrides=overrides)
+    plan = plan_from_data(config["spec"], source, registry, overrides=overrides, trusted=True)
     if not any(s.uses_agent and getattr(s.plugin, "replays", False) for s in plan.steps.values()):
         raise IntellagentError(f"no step of pipeline {plan.name} replays a recorded dialog (a step "
                                "that talks to the agent and declares replays = True, as the dialogue "

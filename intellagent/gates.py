@@ -72,6 +72,22 @@ def unknown_gate_metric(gate: Gate, metrics: dict[str, Any]) -> str | None:
     return f"gate '{gate.text()}' names no metric of this pipeline (metrics: {', '.join(metrics) or 'none'})"
 
 
+def gate_problem(gate: Gate, metrics: dict[str, Any]) -> str | None:
+    """Why ``gate`` cannot work in a pipeline with ``metrics`` (metric plugins, by name): it
+    names no metric, or its threshold lies outside the range of the figure it names (a rate's
+    0 to 1: ``success >= 2`` could never hold); None when it can."""
+    problem = unknown_gate_metric(gate, metrics)
+    if problem:
+        return problem
+    parts = gate.path.split(".")
+    cut = next(cut for cut in range(len(parts), 0, -1) if ".".join(parts[:cut]) in metrics)
+    bounds = getattr(metrics[".".join(parts[:cut])], "bounds", lambda path: None)(parts[cut:])
+    if bounds is not None and not bounds[0] <= gate.threshold <= bounds[1]:
+        return (f"gate '{gate.text()}': {gate.threshold:g} is outside the range of {gate.path} "
+                f"({bounds[0]:g} to {bounds[1]:g}; a rate of 80 % is 0.8)")
+    return None
+
+
 def _main(values: dict[str, Any]) -> float | None:
     for key in MAIN:
         if key in values:

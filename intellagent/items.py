@@ -254,15 +254,15 @@ class ItemMaker:
                 try:
                     agent = agent_cls(config, agent_ctx, known)
                     agent.setup = self.agent
-                    agent = GuardedAgent(agent)
+                    if mutant is not None:
+                        # the harness's fault around the agent, its choices drawn from the item,
+                        # inside the guard: a mutant that raises is an agent that raised
+                        agent = MutatedAgent(agent, mutant.value(self.env, agent_ctx.rng("mutant", mutant.name)))
+                    return GuardedAgent(agent)
                 except IntellagentError:
                     raise
-                except Exception as exc:  # a bug in the agent's plugin: this dialog's agent-error
-                    agent = BrokenAgent(exc)
-                if mutant is None:
-                    return agent
-                # the harness's fault around the agent, its choices drawn from the item
-                return MutatedAgent(agent, mutant.value(self.env, agent_ctx.rng("mutant", mutant.name)))
+                except Exception as exc:  # a bug in the agent's (or mutant's) plugin: this dialog's agent-error
+                    return BrokenAgent(exc)
 
             ctx._agent = make
         return ctx

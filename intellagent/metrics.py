@@ -118,6 +118,11 @@ class Metric:
     def compute(self, data: Any) -> MetricResult:
         raise NotImplementedError
 
+    def bounds(self, path: list[str]) -> tuple[float, float] | None:
+        """The range of the figure a gate names by ``path`` below this metric (its main figure
+        when empty), when it has one (a rate: 0 to 1); None when unbounded or unknown."""
+        return None
+
 
 def counted(data: Any, score: str, passed: list[str] | None, failed: list[str] | None) -> tuple[list[str], list[str]]:
     """The statuses that count as passed and as failed for ``score``: the metric's own when it
@@ -183,6 +188,12 @@ class RateMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: [*(self.config.passed or []), *(self.config.failed or [])]}
+
+    def bounds(self, path: list[str]) -> tuple[float, float] | None:
+        # the rate, its interval's ends, and a group's main figure (its rate); not n nor passed
+        if not path or path[-1] in ("rate", "low", "high") or (len(path) == 1 and path[0] not in ("n", "passed")):
+            return (0.0, 1.0)
+        return None
 
     def compute(self, data: Any) -> MetricResult:
         c: RateConfig = self.config
@@ -259,6 +270,9 @@ class PassHatKMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: [*(self.config.passed or []), *(self.config.failed or [])]}
+
+    def bounds(self, path: list[str]) -> tuple[float, float] | None:
+        return (0.0, 1.0)  # every pass^k is a probability
 
     def compute(self, data: Any) -> MetricResult:
         c: PassHatKConfig = self.config

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Literal
 from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
-from intellagent.gates import Gate, parse_gate, unknown_gate_metric
+from intellagent.gates import Gate, gate_problem, parse_gate
 from intellagent.paths import PathRules
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
 from intellagent.registry import Component, Registry
@@ -273,7 +273,7 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
     if "stages" in raw:
         raise ConfigError(OLD_FORMAT, file=source, line=line_of(raw, ("stages",)))
     if overrides or params:  # the file as written first: its own faults before a flag's
-        _Checker(raw, source, {}).validate(PipelineSpec, raw, ())
+        _Checker(raw, source, {}, trusted=trusted).validate(PipelineSpec, raw, ())
     overrides = list(overrides or [])
     declared = raw.get("params") if isinstance(raw.get("params"), dict) else {}
     for name, text in (params or {}).items():
@@ -703,7 +703,7 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
             gate = parse_gate(text, f"gates[{i}]")
         except IntellagentError as exc:
             raise checker.error(("gates", i), exc.message) from None
-        problem = unknown_gate_metric(gate, plan.metrics)
+        problem = gate_problem(gate, plan.metrics)
         if problem:
             raise checker.error(("gates", i), problem)
         plan.gates.append(gate)

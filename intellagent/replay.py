@@ -61,8 +61,25 @@ def text_matcher(spec: str) -> Callable[[str, str], bool]:
             raise IntellagentError(f"'{spec}': {exc}", item="--text") from None
         if not callable(fn):
             raise IntellagentError(f"'{spec}' is not a function", item="--text")
-        return lambda new, recorded: bool(fn(new, recorded))
+        try:
+            inspect.signature(fn).bind("", "")
+        except (TypeError, ValueError):
+            raise IntellagentError(f"'{spec}' is not a function f(new, recorded) -> bool (its "
+                                   "parameters take no two texts)", item="--text") from None
+        return _guarded(spec, fn)
     raise IntellagentError(f"unknown text matcher '{spec}' ({TEXT_MATCHERS})", item="--text")
+
+
+def _guarded(spec: str, fn: Callable[[str, str], Any]) -> Callable[[str, str], bool]:
+    """``fn`` as a matcher: an exception it raises is bad input (--text, exit 2), never a
+    departure nor an item's error: a broken comparator would decide every dialog."""
+    def same(new: str, recorded: str) -> bool:
+        try:
+            return bool(fn(new, recorded))
+        except Exception as exc:
+            raise IntellagentError(f"'{spec}' raised {type(exc).__name__}: {str(exc)[:200]}",
+                                   item="--text") from None
+    return same
 
 
 def matcher_fingerprint(spec: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.agent import Agent
+from intellagent.agent import Agent, GuardedAgent
 from intellagent.mutants import MutatedAgent
 from intellagent.environment import Database, Environment
 from intellagent.environment.tools import ToolResult
@@ -58,6 +58,10 @@ def tool_call_in_text(text: str | None, tool_names: set[str]) -> bool:
     return False
 
 
+class MutantFailed(Exception):
+    """A mutant (standing in for the agent on a tool call) raised: the turn's agent-error."""
+
+
 class ToolTimeout(Exception):
     """A tool of the environment did not return within its timeout: the conversation cannot go on
     (the call may still be writing to its database), and it is not the agent's fault."""
@@ -79,6 +83,7 @@ class ToolBox:
     observe: Observe | None = None  # told of every call (progress, traces)
     hung: str | None = None  # a call outlasted its timeout: no further call runs on this database
     mutant: Any = None  # a mutant's fault on the calls (intellagent.mutants.Mutant), or None
+    mutant_failed: str | None = None  # the mutant raised on a call: the agent's turn failed with it
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -109,15 +114,25 @@ class ToolBox:
             return text, self.db
         if not isinstance(args, dict):
             return text, self.db
-        args = self.mutant.arguments(tool, args)
-        scratch = self.db is not None and self.mutant.scratch(tool)
+        args = self._mutant("arguments", tool, args)
+        scratch = self.db is not None and self._mutant("scratch", tool)
         return args, (self.db.copy() if scratch else self.db)
 
     def _answer(self, tool: Any, args: Any, result: ToolResult) -> ToolResult:
         """What the agent gets back: the tool's answer, or a mutant's in its place."""
         if self.mutant is None or not isinstance(args, dict):
             return result
-        return self.mutant.result(tool, args, result)
+        return self._mutant("result", tool, args, result)
+
+    def _mutant(self, method: str, *args: Any) -> Any:
+        """A call of the mutant's ``method``; one that raises is :class:`MutantFailed` (the
+        mutant stands in for the agent: the turn's agent-error, never a crashed run)."""
+        try:
+            return getattr(self.mutant, method)(*args)
+        except Exception as exc:
+            name = getattr(self.mutant, "name", "") or type(self.mutant).__name__
+            raise MutantFailed(f"the mutant {name} raised {type(exc).__name__}: {exc} "
+                               f"(in {method})") from None
 
     async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
         """Run a call off the event loop (when the box has an ``offload``); raise
@@ -125,6 +140,10 @@ class ToolBox:
         clock = Clock()
         try:
             record = await self._acall(name, arguments, call_id)
+        except MutantFailed as exc:
+            self.mutant_failed = str(exc)
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            record = self._record(call_id, name, text, ToolResult(output=f"Error: {exc}", error=True))
         except ToolTimeout:
             if self.observe is not None:
                 self.observe(ToolCallDone(name=name, started=clock.started, seconds=clock.seconds,
@@ -201,8 +220,9 @@ class LiveSession:
         self.max_tool_steps = max_tool_steps
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
         self.runs_own_tools = bool(getattr(agent, "runs_own_tools", False))
-        if isinstance(agent, MutatedAgent):  # its fault applies to the calls the harness runs
-            agent.bind(toolbox)
+        mutated = agent.agent if isinstance(agent, GuardedAgent) else agent
+        if isinstance(mutated, MutatedAgent):  # its fault applies to the calls the harness runs
+            mutated.bind(toolbox)
         if self.runs_own_tools:
             agent.attach(toolbox)
 
@@ -225,6 +245,8 @@ class LiveSession:
                 self._add_calls(own)
             if self.toolbox.hung:
                 return Reply(tool_calls=made, error=self.toolbox.hung, infra=True)
+            if self.toolbox.mutant_failed:
+                return Reply(tool_calls=made, error=self.toolbox.mutant_failed)
             if turn.error:
                 return Reply(tool_calls=made, error=turn.error, infra=turn.infra)
             self.messages.append(turn.as_message())
@@ -236,6 +258,8 @@ class LiveSession:
                 except ToolTimeout as exc:
                     return Reply(tool_calls=made, error=str(exc), infra=True)
                 made.append(record)
+                if self.toolbox.mutant_failed:
+                    return Reply(tool_calls=made, error=self.toolbox.mutant_failed)
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": record.output})
                 if self.toolbox.terminal_called:
                     return Reply(content=turn.content or "", tool_calls=made)

@@ -214,3 +214,58 @@ def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(
     found = json.loads(result.stdout)
     assert found["overall"]["n"] == len(rows)
     assert found["overall"]["agreement"] == round((len(rows) - 1) / len(rows), 4)
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("labels.csv", "item,policy,violated\nE0001,,caf\xe9\n".encode("latin-1"), "labels.csv: not UTF-8 text"),
+    ("labels.jsonl", b'{"item": "E0001", "policy": "", "violated": true}\n' + b"[" * 100_000 + b"\n",
+     "labels.jsonl:2: not JSON: nested too deeply"),
+])
+def test_an_unreadable_labels_file_is_one_line_naming_it(runner, tmp_path, judged, name, content, message):
+    ws, run_id, _ = judged
+    (tmp_path / name).write_bytes(content)
+    result = calibrate(runner, ws, tmp_path / name, run_id)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and result.output.count("\n") == 1, result.output
+
+
+def test_a_labels_file_without_labels_is_refused_and_keeps_the_runs_calibration(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, violated) for item, policy, violated, _ in rows])
+    assert calibrate(runner, ws, labels, run_id).exit_code == 0
+    for name, content in (("header.csv", "item,policy,violated\n"), ("empty.jsonl", "\n")):
+        (tmp_path / name).write_text(content)
+        result = calibrate(runner, ws, tmp_path / name, run_id)
+        assert result.exit_code == 2, result.output
+        assert f"{name}: no labels in the file" in result.output and result.output.count("\n") == 1
+    from intellagent.store import Store
+
+    stored = Store.for_workspace(ws).run_config(run_id)["calibration"]
+    assert stored["overall"]["n"] == len(rows)  # what was stored stays
+
+
+@pytest.mark.parametrize("confusion", [Confusion(both=3, judge_only=2), Confusion(judge_only=2, neither=3),
+                                       Confusion(people_only=1, neither=4)])
+def test_kappa_has_no_interval_when_one_sides_answers_are_constant(confusion):
+    from intellagent.calibration import Agreement
+
+    found = Agreement.of(confusion)
+    assert found.kappa == 0.0 and str(found.kappa) == "0.0"  # never -0.0
+    assert found.kappa_low is None and found.kappa_high is None  # not a point [0, 0]
+    assert "interval undefined" in found.kappa_note and "interval undefined" in found.text()
+    assert "-0.00" not in found.text()
+
+
+def test_a_constant_labeller_shows_kappa_without_an_interval_everywhere(runner, tmp_path, judged):
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, False) for item, policy, _, _ in rows])
+    result = calibrate(runner, ws, labels, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    overall = json.loads(result.stdout)["overall"]
+    assert overall["kappa"] == 0.0 and overall["kappa_low"] is None and overall["kappa_high"] is None
+    assert overall["kappa_note"] == "interval undefined: people gave one answer throughout"
+    result = calibrate(runner, ws, labels, run_id)
+    assert "κ 0.00 (interval undefined: people gave one answer throughout)" in result.stdout
+    assert "-0.00" not in result.stdout
+    page = (ws / "runs" / run_id / "report.html").read_text()
+    assert "0.00 <span class=muted>(interval undefined: people gave one answer throughout)</span>" in page

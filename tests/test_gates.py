@@ -60,9 +60,9 @@ def test_fail_under_exits_1_when_a_gate_fails_and_0_when_every_gate_holds(runner
     held = run(runner, tmp_path / "a", "--fail-under", "success=0", "--fail-under", "coverage.policies=0.1")
     assert held.exit_code == 0, held.output
     assert "gate success >= 0:" in held.stdout and "held" in held.stdout
-    failed = run(runner, tmp_path / "b", "--fail-under", "success=1.01")
+    failed = run(runner, tmp_path / "b", "--fail-under", "success=1")  # the mock judge fails some
     assert failed.exit_code == 1, failed.output
-    assert "gate success >= 1.01:" in failed.stdout and "FAILED" in failed.stdout
+    assert "gate success >= 1:" in failed.stdout and "FAILED" in failed.stdout
     report = read_report(next((tmp_path / "b").glob("runs/*/report.json")))
     assert report["gates"][0]["held"] is False and report["gates"][0]["gate"]["path"] == "success"
 
@@ -70,7 +70,7 @@ def test_fail_under_exits_1_when_a_gate_fails_and_0_when_every_gate_holds(runner
 def test_pipeline_gates_fail_the_run(runner, tmp_path):
     pipeline = tmp_path / "p.yaml"
     text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text()
-    pipeline.write_text(text.replace("report: [html, json, csv]", "gates: ['success >= 1.01']\nreport: [html, json, csv]"))
+    pipeline.write_text(text.replace("report: [html, json, csv]", "gates: ['success >= 1']\nreport: [html, json, csv]"))
     result = run(runner, tmp_path / "ws", "--pipeline", str(pipeline))
     assert result.exit_code == 1, result.output
 
@@ -78,6 +78,7 @@ def test_pipeline_gates_fail_the_run(runner, tmp_path):
 @pytest.mark.parametrize("gate,where,message", [
     ("gates: ['success => 0.8']", "p.yaml:", "not a gate"),
     ("gates: ['sucess >= 0.8']", "p.yaml:", "gate 'sucess >= 0.8' names no metric of this pipeline"),
+    ("gates: ['success >= 80']", "p.yaml:", "gate 'success >= 80': 80 is outside the range of success (0 to 1"),
 ])
 def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path, gate, where, message):
     pipeline = tmp_path / "p.yaml"
@@ -89,7 +90,9 @@ def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path
 
 
 @pytest.mark.parametrize("flag,message", [("sucess=0.8", "names no metric"), ("success", "expected PATH=NUMBER"),
-                                          ("success=high", "not a gate")])
+                                          ("success=high", "not a gate"),
+                                          ("success=2", "2 is outside the range of success (0 to 1"),
+                                          ("success.high=-0.5", "-0.5 is outside the range of success.high")])
 def test_a_bad_fail_under_is_one_line_naming_the_flag(runner, tmp_path, flag, message):
     result = run(runner, tmp_path, "--fail-under", flag)
     assert result.exit_code == 2 and f"--fail-under {flag}" in result.stderr and message in result.stderr
@@ -165,3 +168,18 @@ def test_compare_fail_on_regression(runner, tmp_path):
                                 "--fail-on-regression"])
     assert worse.exit_code == 1, worse.output
     assert "regression: confirmed-stop:" in worse.stdout
+
+
+def test_a_rate_gate_is_checked_against_its_range_and_counts_are_not():
+    from intellagent.gates import gate_problem
+    from intellagent.metrics import PassHatKConfig, PassHatKMetric, RateConfig, RateMetric
+
+    metrics = {"success": RateMetric(RateConfig(score="task")),
+               "by-category": RateMetric(RateConfig(score="policy", by=["category"])),
+               "pass-hat-k": PassHatKMetric(PassHatKConfig(score="task", group="task"))}
+    for text in ("success >= 1", "success > 0", "success.n >= 20", "success.passed >= 3",
+                 "by-category.billing >= 0.5", "pass-hat-k.pass^2 >= 0.5"):
+        assert gate_problem(parse_gate(text, "t"), metrics) is None, text
+    for text in ("success >= 1.01", "success.low > -1", "by-category.billing >= 90", "by-category.billing.rate < 2",
+                 "pass-hat-k.pass^1 >= 5"):
+        assert "is outside the range" in gate_problem(parse_gate(text, "t"), metrics), text

@@ -244,3 +244,55 @@ def test_hook_register_mutants(runner, shop, tmp_path):
     dialog = dialog_of(tmp_path / "ws", found["run_id"])
     assert dialog["turns"][1]["content"] == "DONE: ANA {NOT A TEMPLATE} NOW HAS MORE CREDIT."
     assert found["killed"] == [] and found["n"] == 1  # τ-bench's output rule ignores case: survived
+
+
+def test_a_mutant_named_twice_runs_once_and_no_name_is_refused(runner, shop, tmp_path):
+    result = mutate(runner, shop, tmp_path, "--mutants", "drop-writes,drop-writes,intellagent/drop-writes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("drop-writes: killed") == 1
+    assert "mutation score: 1/1 mutants killed (100%)" in result.stdout
+    for names in (",", " , "):
+        result = mutate(runner, shop, tmp_path, "--mutants", names)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert "--mutants" in result.output and "no mutant name given" in result.output
+
+
+# -- a third-party mutant that raises: its dialog's agent-error, never a crashed run -----------
+
+class RaisesInTurn(Mutant):
+    name = "raises-in-turn"
+
+    async def turn(self, agent, messages, tools) -> AgentTurn:
+        raise RuntimeError("turn broke")
+
+
+class RaisesInArguments(Mutant):
+    name = "raises-in-arguments"
+
+    def arguments(self, tool, arguments):
+        raise KeyError("arguments broke")
+
+
+class RaisesInResult(Mutant):
+    name = "raises-in-result"
+
+    def result(self, tool, arguments, result):
+        raise ValueError("result broke")
+
+
+def test_a_mutant_that_raises_is_its_dialogs_agent_error(runner, shop, tmp_path):
+    broken = types.ModuleType("broken_mutants")
+    broken.INTELLAGENT_NAMESPACE = "acme"
+    broken.register_mutants = hookimpl(lambda register: [register(m) for m in (
+        RaisesInTurn, RaisesInArguments, RaisesInResult)])
+    result = mutate(runner, shop, tmp_path, "--mutants", "acme/raises-in-turn,acme/raises-in-arguments,"
+                    "acme/raises-in-result", "--json", plugins=(broken,))
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    for name, what in (("raises-in-turn", "RuntimeError: turn broke"),
+                       ("raises-in-arguments", "KeyError: 'arguments broke'"),
+                       ("raises-in-result", "ValueError: result broke")):
+        dialog = dialog_of(tmp_path / "ws", found[f"acme/{name}"]["run_id"])
+        assert dialog["stop_reason"] == "agent-error", (name, dialog)
+        assert what in dialog["error"], (name, dialog["error"])
+        assert found[f"acme/{name}"]["killed"] == ["S1"]  # the suite sees the broken agent

@@ -306,3 +306,55 @@ def test_a_pipeline_without_a_replaying_step_is_refused(runner, shop, tmp_path):
     assert result.exit_code == 0, result.output
     result = runner.invoke(cli, ["replay", "--workspace", str(ws)], obj={"plugins": (plugin,)})
     assert result.exit_code == 2 and "replays a recorded dialog" in result.output
+
+
+def test_a_path_the_recorded_run_took_from_its_command_line_is_not_checked_again(runner, shop, tmp_path):
+    """The recorded spec was checked when its run started: a prompts folder given there with
+    --set, outside the current folder, is the run's, not a pipeline file's to refuse."""
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE)
+    prompts = tmp_path / "elsewhere" / "myprompts"
+    prompts.mkdir(parents=True)
+    assert not prompts.resolve().is_relative_to(Path.cwd().resolve())
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", str(shop), "--pipeline", str(pipeline), "--workspace", str(ws),
+                                 "--set", f"steps.dialogs.with.prompts={prompts}"], obj={"plugins": (briefs(),)})
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.split()[1].rstrip(":")
+    for agent in (None, "agent_b"):  # with and without flags of the replay's own
+        result = replay(runner, ws, run_id, agent)
+        assert result.exit_code == 0, result.output
+        assert "2 dialog(s)" in result.stdout
+
+
+def test_a_dialog_cut_short_before_the_recordings_end_did_not_follow_it(runner, recorded):
+    ws, run_id = recorded
+    result = replay(runner, ws, run_id, None, "--set", "steps.dialogs.with.max_turns=1")
+    assert result.exit_code == 0, result.output
+    assert "2 dialog(s), 0 followed the recording to the end, 2 departed" in result.stdout
+    for entry in dialogs(report_of(ws, replayed_run(result))).values():
+        assert entry["value"]["stop_reason"] == "max-turns"
+        assert entry["value"]["replay"]["departed"] == 2  # it answered its first turn as recorded
+        assert entry["value"]["replay"]["why"] == "stopped before the recording's end: max-turns"
+        assert entry["scores"][0]["status"] == "departed"
+
+
+def one_text(new: str) -> bool:
+    return True
+
+
+def broken_matcher(new: str, recorded: str) -> bool:
+    raise ValueError("no comparison today")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("tests.test_replay:one_text", "is not a function f(new, recorded) -> bool"),
+    ("os:system", "is not a function f(new, recorded) -> bool"),
+    ("tests.test_replay:broken_matcher", "'tests.test_replay:broken_matcher' raised ValueError: no comparison today"),
+])
+def test_a_text_matcher_that_cannot_compare_is_one_line_naming_text(runner, recorded, text, message):
+    ws, run_id = recorded
+    result = replay(runner, ws, run_id, "agent_e", "--text", text)
+    assert result.exit_code == 2, result.output
+    assert "--text" in result.output and message in result.output, result.output
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output

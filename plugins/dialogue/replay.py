@@ -109,7 +109,12 @@ class Script:
 
     def finish(self, dialog: Dialog) -> None:
         """The dialog's record of the replay; a dialog followed to its recorded end keeps what the
-        recorded user side decided (a subclass's fields too: review rounds, a disputed stop)."""
+        recorded user side decided (a subclass's fields too: review rounds, a disputed stop). One
+        that stopped with recorded turns still to come (max turns, a hung tool, an infra error)
+        departed there: it did not follow the recording to the end."""
+        if self.following and self.at < len(self.turns):
+            self._depart(f"stopped before the recording's end: {dialog.stop_reason}"
+                         + (f" ({dialog.error})" if dialog.error else ""))
         dialog.replay = Replayed(run=self.run, departed=self.departed, why=self.why)
         if self.following:
             kit = set(Dialog.model_fields)

@@ -53,7 +53,7 @@ def calibration_section(report: Any) -> str:
     for name, group in [("overall", found.overall), *found.groups.items()]:
         c = group.confusion
         kappa = "–" if group.kappa is None else (
-            f"{group.kappa:.2f} <span class=muted>[{group.kappa_low:.2f}, {group.kappa_high:.2f}]</span>")
+            f"{group.kappa:.2f} <span class=muted>{_e(group.kappa_interval())}</span>")
         agreement = "–" if group.agreement is None else (
             f"{_pct(group.agreement)} <span class=muted>{_pct(group.agreement_low)}–"
             f"{_pct(group.agreement_high)}</span>")

@@ -458,7 +458,9 @@ def test_a_dialog_in_progress_holds_one_database(runner, shop, tmp_path):
     assert result.exit_code in (0, 1), result.output
     assert len(counts) >= 2, result.output  # the agent's turns (after the lookup, after the write)
     assert max(counts) == 1, counts  # the dialog's own (a copy of it beside it before)
-    report = json.loads(next((tmp_path / "ws" / "runs").glob("*/report.json")).read_text())
+    from intellagent_plugins.reporters.writers import read_report
+
+    report = read_report(next((tmp_path / "ws" / "runs").glob("*/report.json")))
     [dialog] = [i["value"] for i in report["items"] if i["step"] == "dialogs"]
     assert dialog["db_diff"]["tables"]["customers"]["changed"]["c1"][0]["after"] == 15  # 10 + 5
 

@@ -126,7 +126,7 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
     from intellagent.items import ItemMaker, typed
     from intellagent.llm import LLM
     from intellagent.results import adapter, annotation_of
-    from intellagent.scheduling import Held, Scheduler
+    from intellagent.scheduling import Held, Scheduler, first_error
     from intellagent.steps import DEGRADED, UNFINISHED, Output
 
     selected = [plan.steps[n] for n in (steps if steps is not None else plan.steps)]
@@ -176,6 +176,8 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
         local = replace(plan, executor=LocalExecutor(LocalConfig()))
         await Scheduler(local, selected, store=store, run_id="", make=make, observer=_Quiet(),
                         limit=16).run()
+    except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
+        raise first_error(group) from None
     finally:
         await setup.close()
         await llm.aclose()

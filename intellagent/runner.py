@@ -39,7 +39,7 @@ from intellagent.registry import Registry, null_hooks
 from intellagent.replay import Recording
 from intellagent.report import RunInfo, RunReport, build_report, write_reports
 from intellagent.results import RunData, summarize
-from intellagent.scheduling import Held, Scheduler, Scope
+from intellagent.scheduling import Held, Scheduler, Scope, first_error
 from intellagent.store import HOST, Store
 
 #: LLM settings that change how a run goes, not what it finds: a run resumed with another budget
@@ -210,7 +210,7 @@ class Runner:
                                   limit=max(4, 2 * self.llm.settings.max_concurrency))
             await scheduler.run()
         except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
-            raise _first(group) from None
+            raise first_error(group) from None
         finally:
             keeper.cancel()
             await executor.close()
@@ -356,24 +356,6 @@ class Runner:
 
     def _step_error(self, step: PlannedStep, exc: BaseException) -> None:
         self.hook.on_step_error(run=self.handle, step=step, error=exc)
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
-    """The exception to report from a task group: an IntellAgent error if there is one."""
-    leaves: list[BaseException] = []
-
-    def walk(g: BaseException) -> None:
-        if isinstance(g, BaseExceptionGroup):  # noqa: F821
-            for e in g.exceptions:
-                walk(e)
-        else:
-            leaves.append(g)
-
-    walk(group)
-    for leaf in leaves:
-        if isinstance(leaf, IntellagentError):
-            return leaf
-    return next((leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)), leaves[0])
 
 
 _frozen_by: list[bool] = []  # one entry per run going on in this process

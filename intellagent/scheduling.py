@@ -230,3 +230,21 @@ class Scheduler:
     def _step_done(self, step: PlannedStep) -> None:
         if step.name in self._started:
             self.observer.step_done(step)
+
+
+def first_error(group: BaseExceptionGroup) -> BaseException:  # noqa: F821
+    """The exception to report from a task group: an IntellAgent error if there is one."""
+    leaves: list[BaseException] = []
+
+    def walk(g: BaseException) -> None:
+        if isinstance(g, BaseExceptionGroup):  # noqa: F821
+            for e in g.exceptions:
+                walk(e)
+        else:
+            leaves.append(g)
+
+    walk(group)
+    for leaf in leaves:
+        if isinstance(leaf, IntellagentError):
+            return leaf
+    return next((leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)), leaves[0])

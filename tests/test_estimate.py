@@ -167,3 +167,7 @@ def test_a_fresh_workspace_counts_the_lists_that_need_no_model(runner, tmp_path)
     rows = {m[1]: int(m[2]) for line in result.output.splitlines() if (m := ROW.match(line))}
     assert rows["dialogs"] == len(tasks)
     assert not (tmp_path / "ws").exists()
+    # a task file that is not there: one line and exit 2, as the run itself says it
+    result = runner.invoke(cli, ["run", "airline", "--pipeline", "tau-bench", "--workspace", str(tmp_path / "ws"),
+                                 "--estimate"])
+    assert result.exit_code == 2 and "task file 'tasks_test.json' not found" in result.output, result.output

@@ -6,6 +6,7 @@ examples that start an agent are run in full by tests/test_readme_agents.py.)"""
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -25,7 +26,7 @@ STAND_INS = {"ENV": "almita", "myenv": "retail"}
 
 def commands() -> list[tuple[str, str]]:
     """(page, command line) for every `intellagent` line of a bash block, continuation lines joined
-    and comments cut."""
+    and comments cut, and every command a table row gives in a code span (README's pipelines)."""
     texts = {"README.md": readme(), **{f"docs/{path}": text for path, text in pages().items()}}
     found = []
     for name, text in texts.items():
@@ -34,6 +35,9 @@ def commands() -> list[tuple[str, str]]:
                 line = line.split(" #")[0].strip()
                 if line.startswith("intellagent "):
                     found.append((name, " ".join(line.split())))
+        for row in (line for line in text.splitlines() if line.startswith("|")):
+            found += [(name, span) for span in re.findall(r"`(intellagent run [^`]+)`", row)
+                      if "[" not in span]  # a synopsis (docs/cli.md) is not a command
     return found
 
 
@@ -45,7 +49,7 @@ RUNS = [(page, line) for page, line in COMMANDS
 def test_the_docs_give_commands_to_check():
     pages_with_commands = {page for page, _ in COMMANDS}
     assert {"README.md", "docs/agents.md", "docs/pipelines/tooltalk.md", "docs/scale.md"} <= pages_with_commands
-    assert len(RUNS) >= 12
+    assert len(RUNS) >= 17
 
 
 @pytest.mark.parametrize("page,line", COMMANDS, ids=[f"{p}:{line[:60]}" for p, line in COMMANDS])

@@ -133,6 +133,12 @@ def test_the_site_builds_strictly(tmp_path):
     assert "Usage: intellagent tooltalk export" in cli_page
 
 
+def test_ci_builds_the_site_strictly():
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert any(line.split("#")[0].strip().endswith(".venv/bin/mkdocs build --strict --site-dir \"$(mktemp -d)\"")
+               for line in ci)
+
+
 def strict_build(tmp_path, other: str) -> None:
     """The repository's mkdocs.yml (its theme, hook, validation) on two pages of the test's own."""
     from mkdocs.commands.build import build

@@ -25,16 +25,18 @@ STAND_INS = {"ENV": "almita", "myenv": "retail"}
 
 
 def commands() -> list[tuple[str, str]]:
-    """(page, command line) for every `intellagent` line of a bash block, continuation lines joined
-    and comments cut, and every command a table row gives in a code span (README's pipelines)."""
+    """(page, command line) for every `intellagent` command of a bash block (continuation lines
+    joined, comments cut, a command after `&&` too), and every `intellagent run` a table row gives
+    in a code span (README's pipelines)."""
     texts = {"README.md": readme(), **{f"docs/{path}": text for path, text in pages().items()}}
     found = []
     for name, text in texts.items():
         for block in fenced(text, "bash"):
             for line in block.replace("\\\n", " ").splitlines():
-                line = line.split(" #")[0].strip()
-                if line.startswith("intellagent "):
-                    found.append((name, " ".join(line.split())))
+                for part in line.split(" #")[0].split("&&"):  # the quickstart's install && run
+                    part = part.strip().removeprefix(".venv/bin/")
+                    if part.startswith("intellagent "):
+                        found.append((name, " ".join(part.split())))
         for row in (line for line in text.splitlines() if line.startswith("|")):
             found += [(name, span) for span in re.findall(r"`(intellagent run [^`]+)`", row)
                       if "[" not in span]  # a synopsis (docs/cli.md) is not a command
@@ -49,7 +51,8 @@ RUNS = [(page, line) for page, line in COMMANDS
 def test_the_docs_give_commands_to_check():
     pages_with_commands = {page for page, _ in COMMANDS}
     assert {"README.md", "docs/agents.md", "docs/pipelines/tooltalk.md", "docs/scale.md"} <= pages_with_commands
-    assert len(RUNS) >= 17
+    assert ("README.md", "intellagent run airline --events 30 --model mock/schema") in RUNS  # the quickstart
+    assert len(RUNS) >= 18
 
 
 @pytest.mark.parametrize("page,line", COMMANDS, ids=[f"{p}:{line[:60]}" for p, line in COMMANDS])

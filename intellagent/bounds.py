@@ -1,4 +1,4 @@
-"""The upper bounds of every size a user can pass (README: Bounds). Options that count things
+"""The upper bounds of every size a user can pass (docs/input-and-bounds.md, Bounds). Options that count things
 carry them (``Field(le=...)``), so a value past its bound is refused when the pipeline is
 resolved, before any work; the runner also refuses a step that makes more than
 :data:`MAX_ITEMS` items however it got there (a long task file, fan-outs that multiply)."""

@@ -631,7 +631,7 @@ def _check_otel(url: str) -> None:
                                item="--otel")
 
 
-#: The exit codes of ``run`` (README: Gates and exit codes).
+#: The exit codes of ``run`` (docs/ci.md).
 EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
 
 

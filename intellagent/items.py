@@ -217,7 +217,7 @@ class ItemMaker:
             raise IntellagentError(problem, item=f"step {step.name}")
         if step.output.many and isinstance(out.value, (list, tuple)) and len(out.value) > bounds.MAX_ITEMS:
             raise IntellagentError(f"'{step.use}' gave {len(out.value):,} items; a step may make at "
-                                   f"most {bounds.MAX_ITEMS:,} (README: Bounds)", item=f"step {step.name}")
+                                   f"most {bounds.MAX_ITEMS:,} (docs/input-and-bounds.md)", item=f"step {step.name}")
         value, payload, value_hash = typed(step, out.value)
         self.made += 1
         self.store.put_item(key=key, step=step.use, status=out.status, halt=out.halts,

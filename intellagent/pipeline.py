@@ -166,7 +166,7 @@ class PipelineSpec(StrictModel):
     gates: list[str] = Field(default_factory=list, description="Thresholds that decide a CI job: "
                              "'PATH OP NUMBER' on the run's metrics ('success >= 0.8', "
                              "'by-category.authentication >= 0.9'); a run whose gate fails exits "
-                             "1 (README: Gates and exit codes).")
+                             "1 (docs/ci.md).")
     params: dict[str, str] = Field(default_factory=dict, description="Command-line shortcuts: "
                                    "{events: steps.specs.with.events} makes `--events N` set it.")
     executor: ExecutorRef = Field(default_factory=ExecutorRef,

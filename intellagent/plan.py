@@ -35,7 +35,7 @@ from intellagent.yamlio import error_text, format_loc, line_of, read_yaml
 
 OLD_FORMAT = ("this is the old pipeline format (`stages:` with fixed slots); name your steps "
               "under `steps:` and wire them with `from:`/`each:`, e.g. `drafts: {use: "
-              "my-generator, each: items, from: catalogue}` (README: Writing a pipeline)")
+              "my-generator, each: items, from: catalogue}` (docs/writing/pipeline.md)")
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ class Scheduler:
             self.expected[s.name] = self.expected.get(s.name, 0) + len(names)
             if self.expected[s.name] > bounds.MAX_ITEMS:  # fan-outs that multiply
                 raise IntellagentError(f"more than {bounds.MAX_ITEMS:,} items (a step may make at most "
-                                       "that many in a run, README: Bounds)", item=f"step {s.name}")
+                                       "that many in a run, docs/input-and-bounds.md)", item=f"step {s.name}")
         unit = "/".join(domain) + "@"
         await self.plan.executor.map(self._run_scope, children(), limit=self.limit,
                                      key=lambda child: unit + child.key)

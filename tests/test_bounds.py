@@ -1,6 +1,6 @@
 """Every size a user can pass has an upper bound, refused before any work with one line naming
 the flag or the file and line (exit 2); and a step never makes more than ``MAX_ITEMS`` items,
-however it gets there (a long task file, fan-outs that multiply): README, Bounds."""
+however it gets there (a long task file, fan-outs that multiply): docs/input-and-bounds.md, Bounds."""
 
 from __future__ import annotations
 

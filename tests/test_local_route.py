@@ -1,4 +1,4 @@
-"""README's local route is true: its llama-server settings, as written, run a pipeline against
+"""The docs' local route (docs/local-models.md) is true: its llama-server settings, as written, run a pipeline against
 the local test server imitating llama-server; the structured mode each role used (an ``auto``
 probe's pick) is shown in the run summary, the report (report.json info and HTML) and ``cost``
 (issue 37, point 7)."""
@@ -14,14 +14,14 @@ from intellagent.cli import cli
 from intellagent.testing.openai_server import OpenAIServer
 from tests.conftest import REPO
 from intellagent_plugins.reporters.writers import read_report
+from tests.docs_pages import page
 
-README = (REPO / "README.md").read_text()
+LOCAL_MODELS = page("local-models.md")
 
 
 def readme_llm_settings() -> dict:
-    """The `llm:` block README gives under "Local models"."""
-    section = README.split("### Local models", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```yaml\n(llm:.+?)```", section, re.S).group(1)
+    """The `llm:` block the "Local models" page gives."""
+    block = re.search(r"```yaml\n(llm:.+?)```", LOCAL_MODELS, re.S).group(1)
     return YAML(typ="safe").load(block)["llm"]
 
 
@@ -57,7 +57,7 @@ def test_readmes_llama_server_settings_run_and_the_mode_is_shown(structured, run
 
 
 def test_readme_names_the_known_issues_of_local_servers():
-    section = README.split("### Local models", 1)[1].split("\n## ", 1)[0]
+    section = LOCAL_MODELS
     assert "--no-repack" in section
     assert "chatml-function-calling" in section and "HTML-escapes" in section
     assert "do not use `--chat_format chatml-function-calling`" in section

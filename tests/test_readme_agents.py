@@ -1,11 +1,10 @@
-"""README's "Test your own agent": the HTTP agent, the Python agent and the MCP-loop agent run as
-written, with the commands README gives (an agent server's port is the only thing changed: a free
-one)."""
+"""README's "Test your own agent" and the docs' page of that name (docs/agents.md): the HTTP agent,
+the Python agent and the MCP-loop agent run as written, with the commands they give (an agent
+server's port is the only thing changed: a free one); an example both give is the same in both."""
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -14,22 +13,29 @@ from pathlib import Path
 
 from tests.conftest import REPO
 from intellagent_plugins.reporters.writers import read_report
+from tests.docs_pages import fenced, page, readme, section
 
 
-def section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index("## Test your own agent")
-    return text[start:text.index("\n## ", start + 3)]
+def sections() -> list[str]:
+    return [section(readme(), "## Test your own agent"), page("agents.md")]
 
 
 def block(language: str, containing: str) -> str:
-    [found] = [b for b in re.findall(rf"```{language}\n(.*?)```", section(), flags=re.S) if containing in b]
+    """The one block holding ``containing``: README and the docs may both give it, then alike."""
+    [found] = {b for text in sections() for b in fenced(text, language) if containing in b}
     return found
 
 
 def command(containing: str) -> list[str]:
     line = next(line for line in block("bash", containing).splitlines() if line.startswith("intellagent run"))
     return line.split()
+
+
+def test_readme_and_the_docs_give_the_http_agent_and_its_command_alike():
+    readme_section, docs = sections()
+    server = [b for b in fenced(readme_section, "python") if "# my_agent_server.py" in b]
+    assert server and server[0] in fenced(docs, "python")
+    assert command("my_agent_server.py &")  # one command: the block is the same in both
 
 
 def free_port() -> int:

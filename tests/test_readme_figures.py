@@ -1,9 +1,9 @@
-"""README's figures are what the benches print. Every bench under ``bench/`` whose figures README
-quotes exposes ``readme_figures()``: the sentences and table cells, computed from its
-deterministic runs (mock models, fixed data, fixed seeds), exactly as README states them. A test
-per bench runs it and fails when README no longer says so, naming the bench to run. Timings,
-memory and real-model figures cannot be checked; README says which command produced them, and
-when."""
+"""The figures of README and of the docs' pages (docs/) are what the benches print. Every bench
+under ``bench/`` whose figures they quote exposes ``readme_figures()``: the sentences and table
+cells, computed from its deterministic runs (mock models, fixed data, fixed seeds), exactly as
+README or a page states them. A test per bench runs it and fails when neither says so any more,
+naming the bench to run. Timings, memory and real-model figures cannot be checked; the text says
+which command produced them, and when."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.docs_pages import pages, readme
 
 sys.path.insert(0, str(REPO / "bench"))  # the benches import each other by module name
 
@@ -24,7 +25,7 @@ def normalized(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("*", "").replace("`", "")).strip()
 
 
-README = normalized((REPO / "README.md").read_text(encoding="utf-8"))
+README = normalized("\n\n".join([readme(), *pages().values()]))  # README and every page of the site
 TOOLTALK = pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None,
                               reason="ToolTalk's reference is not installed: pip install --no-deps nvidia-tooltalk")
 
@@ -43,8 +44,9 @@ def own_modules():
 def check(bench: str, lines: list[str]) -> None:
     assert lines, f"bench/{bench}.py gives no figures"
     stale = [line for line in lines if normalized(line) not in README]
-    assert not stale, (f"README does not say what `python bench/{bench}.py` prints under \"README's "
-                       f"figures\"; run it and copy these into README:\n  " + "\n  ".join(stale))
+    assert not stale, (f"neither README nor docs/ says what `python bench/{bench}.py` prints under "
+                       f"\"README's figures\"; run it and copy these into README or the page of docs/ "
+                       f"that quotes them:\n  " + "\n  ".join(stale))
 
 
 @pytest.mark.parametrize("bench", ["verdict_figures", "almita_figures", "environment_figures", "method_figures"])
@@ -81,5 +83,5 @@ def test_every_bench_readme_names_exists():
 
 
 def test_a_stale_figure_is_caught():
-    with pytest.raises(AssertionError, match="run it and copy these into README"):
+    with pytest.raises(AssertionError, match="run it and copy these into README or the page"):
         check("apigen_figures", ["retail acceptance 66.7 % without the feedback loop, 97.3 % with it"])

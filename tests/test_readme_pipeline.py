@@ -1,4 +1,4 @@
-"""README's "Writing a pipeline" is true: every name it mentions imports from the module it names,
+"""The docs' "Writing a pipeline" (docs/writing/pipeline.md) is true: every name it mentions imports from the module it names,
 and its dialogue-kit example (a scenario type of its own, played by the kit's user-agent) runs as
 written."""
 
@@ -12,14 +12,12 @@ import types
 import pytest
 
 from intellagent.cli import cli
-from tests.conftest import REPO
 from intellagent_plugins.reporters.writers import read_report
+from tests.docs_pages import page
 
 
 def section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index("## Writing a pipeline")
-    return text[start:text.index("\n## ", start + 3)]
+    return page("writing/pipeline.md")
 
 
 def blocks(language: str) -> list[str]:

@@ -100,7 +100,7 @@ class TauTasks(Sampler):
                                   item="steps.tasks.with.indices")
         if len(tasks) * self.config.trials > MAX_ITEMS:
             raise ConfigError(f"{len(tasks):,} tasks × {self.config.trials} trials is more than the "
-                              f"{MAX_ITEMS:,} items a step may make (README: Bounds)", file=path)
+                              f"{MAX_ITEMS:,} items a step may make (docs/input-and-bounds.md)", file=path)
         return [spec for task in tasks for spec in TaskSpec.trials_of(task, self.config.trials)]
 
 

@@ -235,6 +235,16 @@ def schema_problems(conn: sa.Connection) -> list[str]:
     return problems
 
 
+def _pragma_lines(conn: sa.Connection, pragma: str) -> list[str]:
+    """What SQLite's ``pragma`` check reports ([] for ok); raises sa.exc.DatabaseError when the
+    file is too damaged for the check to walk."""
+    rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+    if rows == ["ok"]:
+        return []
+    return [line.strip() for row in rows for line in row.splitlines()
+            if line.strip() and not line.startswith("***")][:20]
+
+
 def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[str]:
     """SQLite's own check of the file (``quick_check``: pages and records, about 1 s a GB;
     ``integrity_check`` with ``thorough``: indexes too); nothing to check for a server."""
@@ -242,14 +252,17 @@ def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[s
         return []
     pragma = "integrity_check" if thorough else "quick_check"
     try:
-        rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+        lines = _pragma_lines(conn, pragma)
     except sa.exc.DatabaseError as exc:  # too damaged for the check to walk it
-        return [f"the database file is damaged ({pragma}): {exc.orig or exc}"]
-    if rows == ["ok"]:
-        return []
-    lines = [line.strip() for row in rows for line in row.splitlines()
-             if line.strip() and not line.startswith("***")]
-    return [f"the database file is damaged ({pragma}): {line}" for line in lines[:20]]
+        lines, error = [], exc
+        if thorough:  # the full check stops at an index page it cannot read; quick_check lists them
+            try:
+                lines = _pragma_lines(conn, "quick_check")
+            except sa.exc.DatabaseError:
+                pass
+            pragma = "quick_check" if lines else pragma
+        lines = lines or [str(error.orig or error)]
+    return [f"the database file is damaged ({pragma}): {line}" for line in lines]
 
 
 def migrate(conn: sa.Connection) -> list[int]:

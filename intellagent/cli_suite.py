@@ -44,10 +44,14 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
 
     inputs = RunInputs(ctx, options)
     registry = inputs.registry
-    names = [n.strip() for n in mutants.split(",") if n.strip()] if mutants else \
+    names = [n.strip() for n in mutants.split(",") if n.strip()] if mutants is not None else \
         sorted(registry.components["mutant"])
     if not names:
-        raise IntellagentError("no mutant is registered", item="--mutants")
+        raise IntellagentError("names no mutant (e.g. --mutants drop-writes,leak)" if mutants is not None
+                               else "no mutant is registered", item="--mutants")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise IntellagentError(f"mutant {', '.join(repr(n) for n in twice)} named twice", item="--mutants")
     components = []
     for name in names:
         try:

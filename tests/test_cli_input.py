@@ -67,3 +67,18 @@ def test_a_missing_api_key_stops_the_run_before_it_starts(runner, tmp_path, monk
 def test_report_format_must_name_some_reporter(runner, workspace):
     result = runner.invoke(cli, ["report", "--format", " , ", "--workspace", str(workspace)])
     assert_one_clean_line(result, "--format", "names no reporter (reporters: ")
+
+
+@pytest.mark.parametrize("args,where,what", [
+    (["run", "education", "--progress-every", "nan"], "Invalid value for '--progress-every'",
+     "'nan' is not a number of seconds"),
+    (["mutate", "education", "--mutants", ""], "--mutants", "names no mutant"),
+    (["mutate", "education", "--mutants", " , "], "--mutants", "names no mutant"),
+    (["mutate", "education", "--mutants", "leak,drop-writes, leak"], "--mutants", "mutant 'leak' named twice"),
+], ids=["progress-every-nan", "mutants-empty", "mutants-commas", "mutant-twice"])
+def test_a_value_that_used_to_pass_for_a_default_is_refused(args, where, what, runner, tmp_path):
+    """NaN slipped past click's range (every comparison with it is false); an empty --mutants ran
+    every mutant, as if the flag were not given; a mutant named twice ran twice."""
+    result = runner.invoke(cli, [*args, "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, where, what)
+    assert not (tmp_path / "ws").exists()

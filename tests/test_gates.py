@@ -89,7 +89,8 @@ def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path
 
 
 @pytest.mark.parametrize("flag,message", [("sucess=0.8", "names no metric"), ("success", "expected PATH=NUMBER"),
-                                          ("success=high", "not a gate")])
+                                          ("success=high", "expected PATH=NUMBER"),
+                                          ("success>=0.8", "expected PATH=NUMBER")])
 def test_a_bad_fail_under_is_one_line_naming_the_flag(runner, tmp_path, flag, message):
     result = run(runner, tmp_path, "--fail-under", flag)
     assert result.exit_code == 2 and f"--fail-under {flag}" in result.stderr and message in result.stderr

@@ -187,3 +187,17 @@ def test_a_read_only_workspace_serves_cost_and_report_elsewhere(ws, runner, tmp_
     finally:
         for path in [ws, *ws.rglob("*")]:
             path.chmod(path.stat().st_mode | 0o200)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_sqlite_file_of_another_application_is_refused_and_left_as_it_was(command, runner, tmp_path):
+    """It was migrated: IntellAgent's tables written beside the other application's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    before = digest(ws)
+    result = runner.invoke(cli, [*command, "--workspace", str(ws)])
+    assert_one_clean_line(result, "ws/intellagent.db", "not an IntellAgent store: it holds another "
+                          "application's tables (invoices)")
+    assert digest(ws) == before

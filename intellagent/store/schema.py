@@ -201,6 +201,19 @@ def applied(conn: sa.Connection) -> dict[int, str]:
                                                           MigrationRow.__table__.c.name))}
 
 
+def check_ours(conn: sa.Connection) -> None:
+    """Refuse a SQLite file another application made (tables, and no migrations of ours): its
+    tables would be written beside theirs. A server database may hold other applications'
+    tables."""
+    if conn.dialect.name != "sqlite" or sa.inspect(conn).has_table(MigrationRow.__tablename__):
+        return
+    theirs = sorted(t for t in sa.inspect(conn).get_table_names() if not t.startswith("sqlite_"))
+    if theirs:
+        raise StoreError(f"not an IntellAgent store: it holds another application's tables "
+                         f"({', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}) and no "
+                         "IntellAgent migrations; use a new file (--store, --workspace)")
+
+
 def check_version(done: dict[int, str], *, read_only: bool = False) -> None:
     """Refuse a store a newer IntellAgent has migrated (it may hold rows this version would
     misread or break), and, opened read-only, one that still needs migrations it cannot apply."""
@@ -268,7 +281,9 @@ def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[s
 def migrate(conn: sa.Connection) -> list[int]:
     """Apply the migrations ``conn``'s store lacks, in order, inside the caller's transaction
     (which holds the write lock: two processes starting on a new store, one migrates). A store
-    a newer version migrated is refused before anything is written."""
+    a newer version migrated, or a SQLite file of another application, is refused before
+    anything is written."""
+    check_ours(conn)
     check_version(applied(conn))
     SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
     done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}

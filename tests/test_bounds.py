@@ -25,7 +25,7 @@ def test_a_billion_events_are_refused_before_anything_is_made(runner, tmp_path):
 
 
 SIZES = [  # (pipeline, a flag past its bound, what the line names)
-    ("intellagent", "steps.dialogs.with.max_turns=100000", "steps.dialogs.with.max_turns"),
+    ("intellagent", "steps.dialogs.with.max_turns=201", "steps.dialogs.with.max_turns"),  # README: 200
     ("intellagent", "steps.dialogs.with.max_feedback=1000", "steps.dialogs.with.max_feedback"),
     ("intellagent", "steps.events.with.repairs=1000", "steps.events.with.repairs"),
     ("intellagent", "steps.graph.with.block_size=1000000", "steps.graph.with.block_size"),

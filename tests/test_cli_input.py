@@ -52,8 +52,10 @@ def test_a_path_that_cannot_be_written_names_itself(runner, tmp_path):
      "holds 'key=': secrets are not accepted in a URL"),
     (["--agent", "http", "--set", "agent.with.url=https://bob:hunter2@x.example/chat"], "--set agent.with.url",
      "holds a password: secrets are not accepted in a URL"),
+    (["--agent", "a2a", "--set", "agent.with.url=https://bob:hunter2@x.example/"], "--set agent.with.url",
+     "holds a password: secrets are not accepted in a URL"),
 ], ids=["executor", "ray-address", "agent-url", "base-url", "model", "role", "base-url-password", "base-url-key",
-        "agent-url-password"])
+        "agent-url-password", "a2a-url-password"])
 def test_a_run_flag_naming_nothing_usable_is_refused_before_anything_is_made(flags, flag, what, runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
     assert_one_clean_line(result, f"error: {flag}: ", what)

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
-from intellagent.model import StrictModel
+from intellagent.model import HttpURL, StrictModel
 from intellagent.redaction import Redactor
 from intellagent_plugins.agents.agents import (FromEnv, Unreachable, header_redactor, header_values,
                                                no_literal_secrets, start_tool_server)
@@ -43,7 +43,7 @@ def a2a_missing() -> str | None:
 
 
 class A2AConfig(StrictModel):
-    url: str = Field(pattern=r"^https?://", description="The agent's base URL (its card is at "
+    url: HttpURL = Field(description="The agent's base URL (its card is at "
                      "/.well-known/agent-card.json under it).")
     timeout: float = Field(default=120.0, gt=0, le=3600, description="Seconds per message (the "
                            "agent's own tool calls included).")

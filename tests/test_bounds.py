@@ -86,7 +86,7 @@ def test_the_runner_refuses_a_step_past_the_bound_however_it_got_there(runner, t
                           "many in a run")
 
 
-BOMB = "".join(f"{'  ' * 0}{name}: &{name} [{', '.join([f'*{prev}'] * 10) if prev else ', '.join(['x'] * 10)}]\n"
+BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}' if prev else 'x'] * 10)}]\n"
                for prev, name in zip([None, *"abcdefgh"], "abcdefghi"))  # 10**9 values once expanded
 
 

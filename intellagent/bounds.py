@@ -17,6 +17,10 @@ MAX_TURNS = 200
 #: Characters of text a step puts into one prompt (a transcript, records, a policy).
 MAX_CHARS = 1_000_000
 
+#: Values a YAML file may hold once its aliases are expanded: ten lines of anchors, each
+#: repeating the last ten times, make a billion (validating them took over 2 minutes and 1.4 GB).
+MAX_YAML_VALUES = 1_000_000
+
 #: Seconds of any one timeout or back-off.
 MAX_SECONDS = 3_600
 

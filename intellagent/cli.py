@@ -53,6 +53,19 @@ class Context:
         return self._registry
 
 
+class Seconds(click.FloatRange):
+    """A number of seconds within bounds: click's FloatRange lets NaN through (no comparison
+    with it is false)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
+
+
 def _warn(line: str) -> None:
     click.echo(f"warning: {line}", err=True)
 
@@ -533,7 +546,7 @@ class RunInputs:
 @click.option("--estimate", is_flag=True, help="Print what the run would cost (per step: items, "
               "model calls, tokens, dollars; a wall-time range) and stop, calling no model and no "
               "agent; refined by the workspace's latest finished run of the same pipeline.")
-@click.option("--progress-every", type=click.FloatRange(0.1, 86400), default=30.0, show_default=True,
+@click.option("--progress-every", type=Seconds(0.1, 86400), default=30.0, show_default=True,
               metavar="SECONDS", help="Without a terminal (a CI log, nohup): a line of progress "
               "every SECONDS.")
 @click.option("--quiet", is_flag=True, help="Print only the summary: no progress, no table of steps.")

@@ -58,10 +58,14 @@ def parse_gate(text: str, source: str) -> Gate:
 def fail_under(text: str) -> Gate:
     """``--fail-under PATH=NUMBER``: the run fails when PATH is under NUMBER."""
     path, eq, number = text.partition("=")
+    expected = IntellagentError("expected PATH=NUMBER, e.g. --fail-under success=0.8",
+                                item=f"--fail-under {text}")
     if not eq:
-        raise IntellagentError("expected PATH=NUMBER, e.g. --fail-under success=0.8",
-                               item=f"--fail-under {text}")
-    return parse_gate(f"{path} >= {number}", f"--fail-under {text}")
+        raise expected
+    try:
+        return parse_gate(f"{path} >= {number}", f"--fail-under {text}")
+    except IntellagentError:  # (its message would quote a gate the user never wrote)
+        raise expected from None
 
 
 def unknown_gate_metric(gate: Gate, metrics: dict[str, Any]) -> str | None:

@@ -634,6 +634,13 @@ def _unknown_scores(metric: Any, declared: dict[str, ScoreSpec]) -> str | None:
             if status not in known:
                 return (f"names status '{status}' of score '{score}', which no step declares "
                         f"(its statuses: {', '.join(known) or 'none: it is a value'})")
+    labels = {label for score in reads for label in declared[score].labels}
+    by = getattr(getattr(metric, "config", None), "by", None)
+    if labels and isinstance(by, list):  # (a score declaring no labels is not checked)
+        for label in by:
+            if label not in labels:
+                return (f"groups by label '{label}', which no score it reads carries (their labels: "
+                        f"{', '.join(sorted(labels))}): every group would be empty")
     return None
 
 

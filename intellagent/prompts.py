@@ -11,15 +11,19 @@ check cannot see is stopped by the sandbox when it renders, naming the file too.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import jinja2
 from jinja2 import nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
+from intellagent.bounds import MAX_CHARS
 from intellagent.errors import ConfigError
 from intellagent.paths import path_option
 
@@ -30,11 +34,88 @@ UNSAFE_NAMES = frozenset({"mro", "gi_frame", "gi_code", "cr_frame", "cr_code", "
                           "tb_frame", "tb_next", "co_code"})
 
 
+#: The most digits a power may have in a template (a prompt has no use for larger numbers).
+MAX_DIGITS = 4_300
+
+
+#: Filters and str methods whose integer arguments are a size to allocate.
+SIZED = frozenset({"center", "indent", "wordwrap", "truncate", "ljust", "rjust", "zfill", "expandtabs"})
+
+_Sized = (str, list, tuple)
+
+
+def _too_big(size: int, what: str) -> None:
+    if size > MAX_CHARS:
+        raise jinja2.exceptions.SecurityError(f"{what} would make {size:,} characters or elements, "
+                                              f"past the bound of {MAX_CHARS:,}")
+
+
+class _BoundedConcat(CodeGenerator):
+    """``~`` through the environment's :meth:`BoundedSandbox.concat_bounded` (Jinja2 joins in
+    place, where no sandbox hook sees it: a loop doubling a string grows without bound)."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
+        self.write("environment.concat_bounded((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+class BoundedSandbox(SandboxedEnvironment):
+    """Jinja2's sandbox, with the sizes a template can make bounded (the sandbox bounds ``range``
+    alone): ``{{ "x" * 10**10 }}`` would take 10 GB before any check of the prompt's size could
+    see it. ``*``, ``+`` and ``~`` of text or lists, the size arguments of ``center``, ``indent``
+    and the like, are kept within :data:`~intellagent.bounds.MAX_CHARS`; ``**`` within
+    :data:`MAX_DIGITS` digits."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+    code_generator_class = _BoundedConcat
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in SIZED & set(self.filters):
+            self.filters[name] = self._sized(self.filters[name], name)
+
+    @staticmethod
+    def _sized(function: Any, name: str) -> Any:
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            for value in (*args, *kwargs.values()):
+                if isinstance(value, int) and not isinstance(value, bool):
+                    _too_big(value, f"'{name}'")
+            return function(*args, **kwargs)
+        return functools.update_wrapper(bounded, function)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        if getattr(__obj, "__name__", None) in SIZED and isinstance(getattr(__obj, "__self__", None), str):
+            __self._sized(lambda *a, **k: None, __obj.__name__)(*args, **kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, _Sized) and isinstance(times, int):
+                    _too_big(len(seq) * times, "'*'")
+        elif operator == "+":
+            if isinstance(left, _Sized) and isinstance(right, _Sized):
+                _too_big(len(left) + len(right), "'+'")
+        elif isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and right > 0 \
+                and right * math.log10(abs(left)) > MAX_DIGITS:
+            raise jinja2.exceptions.SecurityError(f"'**' would make a number of more than "
+                                                  f"{MAX_DIGITS:,} digits")
+        return super().call_binop(context, operator, left, right)
+
+    def concat_bounded(self, values: tuple[Any, ...]) -> str:
+        text = "".join(map(str, values))
+        _too_big(len(text), "'~'")
+        return text
+
+
 @lru_cache(maxsize=64)
 def _environment(builtin: tuple[str, ...], override: str | None) -> jinja2.Environment:
     folders = ([override] if override else []) + list(builtin)
-    return SandboxedEnvironment(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
-                                autoescape=False, keep_trailing_newline=False)
+    return BoundedSandbox(loader=jinja2.FileSystemLoader(folders), undefined=jinja2.StrictUndefined,
+                          autoescape=False, keep_trailing_newline=False)
 
 
 def unsafe_access(source: str, env: jinja2.Environment) -> tuple[str, int] | None:

@@ -1,5 +1,6 @@
 """Secrets kept out of every text IntellAgent stores or reports: the values of the environment
-variables that settings name as keys, and any ``Authorization`` or bearer value.
+variables that settings name as keys (a header's value with and without its scheme), any
+``Authorization`` or bearer value, and a key in a URL's query (``?key=``, ``&api_key=``).
 
 Apply a :class:`Redactor` where a text that may echo a request is made (a server's error body
 quotes the key it refused), so nothing downstream (the store, notes, reports, logs) can carry it.
@@ -21,6 +22,8 @@ key that short is no secret."""
 _HEADERS = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key)(\s*[:=]\s*)"
                       r"(?:(bearer|basic|token)\s+)?[^\s,;\"'}]+")
 _BEARER = re.compile(r"(?i)\b(bearer|token)(\s+)[A-Za-z0-9._~+/=\-]{8,}")
+_SCHEME = re.compile(r"(?i)^(bearer|basic|token)\s+")
+_QUERY = re.compile(r"(?i)([?&](?:api[-_]?key|key|access[-_]?token|token|sig|signature)=)[^&\s#\"']+")
 
 
 class Redactor:
@@ -28,6 +31,9 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         variants: set[str] = set()
+        secrets = list(secrets)
+        # a header's value ("Bearer sk-...") is echoed as often without its scheme
+        secrets += [_SCHEME.sub("", s) for s in secrets if s and _SCHEME.match(s)]
         for secret in secrets:
             if secret and len(secret) >= MIN_SECRET:
                 # as it is, and as a JSON string or a URL would quote it
@@ -48,4 +54,5 @@ class Redactor:
             text = self._pattern.sub(MASK, text)
         text = _HEADERS.sub(lambda m: f"{m.group(1)}{m.group(2)}"
                                       f"{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
+        text = _QUERY.sub(lambda m: f"{m.group(1)}{MASK}", text)
         return _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

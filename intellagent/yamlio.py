@@ -12,6 +12,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from intellagent.bounds import MAX_YAML_VALUES
 from intellagent.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -35,12 +36,39 @@ def _read_text(path: Path, kind: str) -> str:
         raise ConfigError(f"not UTF-8 text ({exc.reason})", file=path) from None
 
 
+def expanded_size(data: Any) -> int:
+    """How many values ``data`` holds with every shared (aliased) map or list counted each time
+    it is used; computed once per distinct container, so an alias bomb costs no time here."""
+    sizes: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        if not isinstance(value, (dict, list)):
+            return 1
+        if id(value) not in sizes:
+            sizes[id(value)] = 0  # (a recursive alias counts once)
+            children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            sizes[id(value)] = min(1 + sum(size(child) for child in children), MAX_YAML_VALUES + 1)
+        return sizes[id(value)]
+    return size(data)
+
+
+def check_expansion(data: Any, path: str | Path | None, line: int | None = None) -> Any:
+    """``data`` as read, or a ConfigError when its aliases expand past the bound."""
+    if expanded_size(data) > MAX_YAML_VALUES:
+        raise ConfigError(f"its aliases expand to more than {MAX_YAML_VALUES:,} values (the bound of a "
+                          "YAML file)", file=path, line=line)
+    return data
+
+
 def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file, keeping ruamel's line information on maps and sequences."""
+    """Parse a YAML file, keeping ruamel's line information on maps and sequences; one whose
+    aliases expand past :data:`~intellagent.bounds.MAX_YAML_VALUES` values is refused."""
     path = Path(path)
     text = _read_text(path, "YAML")
     try:
-        return _yaml().load(text)
+        return check_expansion(_yaml().load(text), path)
+    except RecursionError:
+        raise ConfigError("invalid YAML: nested too deeply", file=path) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None

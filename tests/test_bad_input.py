@@ -291,12 +291,39 @@ def validator_that_returns_its_complaint(env):
     return "data", "orders['o2']: a gift needs a card"
 
 
+def seed_primary_key_null(env):
+    edit(env / "data" / "customers.json", '"customer_id": "c2"', '"customer_id": null')
+    return "customers.json: item 1", "customers row's primary key 'customer_id' is null"
+
+
+def seed_primary_key_of_another_type(env):
+    edit(env / "data" / "customers.json", '"customer_id": "c2"', '"customer_id": 2')
+    return "customers.json: item 1", "customers row's primary key 'customer_id' expected string, got int 2"
+
+
+def prompt_past_its_bound(env):
+    (env / "prompt.md").write_text("Be helpful. " * 90_000)
+    return "shop/prompt.md", "the prompt is 1,080,000 characters, past the bound of 1,000,000"
+
+
+def tool_description_past_its_bound(env):
+    edit(env / "tools.yaml", "description: Look up a customer.", "description: " + "x" * 1_000_001)
+    return "tools.yaml:3", "tools[0].description: String should have at most 1000000 characters"
+
+
+def schema_without_tables(env):
+    (env / "schema.yaml").write_text("tables: {}\n")
+    return "schema.yaml:1", "tables: Dictionary should have at least 1 item"
+
+
 SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_mapping_names_no_table,
                 two_seed_files_for_one_table, seed_integer_past_64_bits, seed_json_nested_too_deeply,
                 seed_csv_row_longer_than_header, seed_loader_gives_no_records,
                 seed_loader_gives_a_table_the_schema_lacks, empty_enum, tools_file_without_tools,
                 tool_without_description, validator_with_the_wrong_signature,
-                validators_file_without_validators, validator_that_returns_its_complaint]
+                validators_file_without_validators, validator_that_returns_its_complaint,
+                seed_primary_key_null, seed_primary_key_of_another_type, prompt_past_its_bound,
+                tool_description_past_its_bound, schema_without_tables]
 
 
 @pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)

@@ -25,7 +25,7 @@ def test_a_billion_events_are_refused_before_anything_is_made(runner, tmp_path):
 
 
 SIZES = [  # (pipeline, a flag past its bound, what the line names)
-    ("intellagent", "steps.dialogs.with.max_turns=100000", "steps.dialogs.with.max_turns"),
+    ("intellagent", "steps.dialogs.with.max_turns=201", "steps.dialogs.with.max_turns"),  # README: 200
     ("intellagent", "steps.dialogs.with.max_feedback=1000", "steps.dialogs.with.max_feedback"),
     ("intellagent", "steps.events.with.repairs=1000", "steps.events.with.repairs"),
     ("intellagent", "steps.graph.with.block_size=1000000", "steps.graph.with.block_size"),
@@ -84,3 +84,28 @@ def test_the_runner_refuses_a_step_past_the_bound_however_it_got_there(runner, t
                                  str(tmp_path / "ws2"), "--requests", "3", "--set", "steps.scenarios.with.per_request=2"])
     assert_one_clean_line(result, "step conversations", "more than 5 items (a step may make at most that "
                           "many in a run")
+
+
+BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}' if prev else 'x'] * 10)}]\n"
+               for prev, name in zip([None, *"abcdefgh"], "abcdefghi"))  # 10**9 values once expanded
+
+
+@pytest.mark.parametrize("where", ["pipeline", "tools"])
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(where, shop, runner, tmp_path):
+    """Nine lines of anchors make a billion values: validating them took over 2 minutes and 1.4 GB."""
+    if where == "pipeline":
+        (tmp_path / "p.yaml").write_text("llm: {default: {model: mock/schema}}\nsteps:\n"
+                                         "  graph: {use: policy-graph}\nmetrics:\n  m:\n    use: rate\n    with:\n"
+                                         "      score: event\n      anchors:\n"
+                                         + "".join("        " + line + "\n" for line in BOMB.splitlines()))
+        command, file = ["validate", str(tmp_path / "p.yaml")], "p.yaml"
+    else:
+        text = (shop / "tools.yaml").read_text()
+        (shop / "tools.yaml").write_text(text.replace("    implementation: impl.py:get_customer\n",
+                                                      "    implementation: impl.py:get_customer\n    meta:\n"
+                                                      + "".join("      " + line + "\n" for line in BOMB.splitlines()), 1))
+        command, file = ["validate", str(shop)], "tools.yaml"
+    started = time.monotonic()
+    result = runner.invoke(cli, command)
+    assert_one_clean_line(result, file, "its aliases expand to more than 1,000,000 values (the bound of a YAML file)")
+    assert time.monotonic() - started < 10

@@ -46,7 +46,16 @@ def test_a_path_that_cannot_be_written_names_itself(runner, tmp_path):
     (["--model", "gpt-4o"], "--model", "llm.default.model: role agent: model 'gpt-4o' at the OpenAI API is "
      "not local and INTELLAGENT_OFFLINE is set"),
     (["--set", "llm.roles.critic.model=gpt-4o"], "--set llm.roles.critic.model", "role critic: model 'gpt-4o'"),
-], ids=["executor", "ray-address", "agent-url", "base-url", "model", "role"])
+    (["--set", "llm.default.base_url=http://u:pw-123456@127.0.0.1:9/v1"], "--set llm.default.base_url",
+     "holds a password: secrets are not accepted in a URL"),
+    (["--set", "llm.default.base_url=https://host.example/v1?alt=json&key=AIza-123456"], "--set llm.default.base_url",
+     "holds 'key=': secrets are not accepted in a URL"),
+    (["--agent", "http", "--set", "agent.with.url=https://bob:hunter2@x.example/chat"], "--set agent.with.url",
+     "holds a password: secrets are not accepted in a URL"),
+    (["--agent", "a2a", "--set", "agent.with.url=https://bob:hunter2@x.example/"], "--set agent.with.url",
+     "holds a password: secrets are not accepted in a URL"),
+], ids=["executor", "ray-address", "agent-url", "base-url", "model", "role", "base-url-password", "base-url-key",
+        "agent-url-password", "a2a-url-password"])
 def test_a_run_flag_naming_nothing_usable_is_refused_before_anything_is_made(flags, flag, what, runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
     assert_one_clean_line(result, f"error: {flag}: ", what)
@@ -67,3 +76,17 @@ def test_a_missing_api_key_stops_the_run_before_it_starts(runner, tmp_path, monk
 def test_report_format_must_name_some_reporter(runner, workspace):
     result = runner.invoke(cli, ["report", "--format", " , ", "--workspace", str(workspace)])
     assert_one_clean_line(result, "--format", "names no reporter (reporters: ")
+
+
+@pytest.mark.parametrize("args,where,what", [
+    (["run", "education", "--progress-every", "nan"], "Invalid value for '--progress-every'",
+     "'nan' is not a number of seconds"),
+    (["mutate", "education", "--mutants", ""], "--mutants", "no mutant name given"),
+    (["mutate", "education", "--mutants", " , "], "--mutants", "no mutant name given"),
+], ids=["progress-every-nan", "mutants-empty", "mutants-commas"])
+def test_a_value_that_used_to_pass_for_a_default_is_refused(args, where, what, runner, tmp_path):
+    """NaN slipped past click's range (every comparison with it is false); an empty --mutants ran
+    every mutant, as if the flag were not given (a mutant named twice runs once: test_mutants)."""
+    result = runner.invoke(cli, [*args, "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, where, what)
+    assert not (tmp_path / "ws").exists()

@@ -90,7 +90,8 @@ def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path
 
 
 @pytest.mark.parametrize("flag,message", [("sucess=0.8", "names no metric"), ("success", "expected PATH=NUMBER"),
-                                          ("success=high", "not a gate"),
+                                          ("success=high", "expected PATH=NUMBER"),
+                                          ("success>=0.8", "expected PATH=NUMBER"),
                                           ("success=2", "2 is outside the range of success (0 to 1"),
                                           ("success.high=-0.5", "-0.5 is outside the range of success.high")])
 def test_a_bad_fail_under_is_one_line_naming_the_flag(runner, tmp_path, flag, message):

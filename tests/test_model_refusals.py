@@ -4,6 +4,9 @@ server echoes in an error body never reaches the store or a report (issue 36).""
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -94,3 +97,63 @@ def test_the_redactor_masks_named_keys_and_any_authorization_value(monkeypatch):
     for secret in ("abcdef-123456", "tok.en-xyz123", "dXNlcjpwYXNz", "zzzzzzzzzzzz"):
         assert secret not in masked, masked
     assert masked.endswith("ab stays") and redact(None) is None
+
+
+class EchoingAgent(BaseHTTPRequestHandler):
+    """An http agent that quotes the token it was sent (without its scheme) in every error body:
+    a 401 to everything, or (``after_preflight``) a 400 to every turn but the pre-flight's."""
+
+    after_preflight = False
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+        ok = self.after_preflight and body["conversation_id"] == "intellagent-preflight"
+        status, data = (200, {"content": "hello"}) if ok else (401 if not self.after_preflight else 400,
+                                                                 {"error": f"token {token!r} rejected"})
+        out = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("after_preflight", [False, True], ids=["preflight", "dialogs"])
+def test_an_http_agents_token_echoed_without_its_scheme_is_in_no_output_or_stored_text(after_preflight, tmp_path,
+                                                                                      runner, monkeypatch):
+    monkeypatch.setenv("AGENT_TOKEN", f"Bearer {KEY}")
+    handler = type("Handler", (EchoingAgent,), {"after_preflight": after_preflight})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/chat"
+        result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path / "ws"),
+                                     "--agent", "http", "--set", f"agent.with.url={url}", "--set",
+                                     "agent.with.headers={Authorization: {env: AGENT_TOKEN}}"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert KEY not in result.output + result.stderr
+    if not after_preflight:  # refused before the run: one line, the cause named, the token masked
+        assert result.exit_code == 2, (result.output, result.exception)
+        line, = result.stderr.strip().splitlines()
+        assert f"{url}: the agent answered HTTP 401: " in line and MASK in line
+    else:
+        assert result.exit_code == 0, (result.output, result.exception)
+        files = [p for p in (tmp_path / "ws").rglob("*") if p.is_file()]
+        assert any(MASK.encode() in p.read_bytes() for p in files)  # the error was kept, masked
+    for path in (p for p in (tmp_path / "ws").rglob("*") if p.is_file()):
+        assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_the_redactor_masks_a_headers_value_without_its_scheme_and_keys_in_a_urls_query():
+    redact = Redactor(["Bearer tok-123456789"])
+    masked = redact("sent tok-123456789 to https://host/v1/models?key=AIza123&alt=json and "
+                    "https://host/x?a=1&api_key=k-999&access_token=t-1 then ?page=2")
+    for secret in ("tok-123456789", "AIza123", "k-999", "t-1"):
+        assert secret not in masked, masked
+    assert "alt=json" in masked and "?a=1" in masked and "?page=2" in masked

@@ -54,6 +54,31 @@ def test_what_the_static_check_cannot_see_the_sandbox_stops(runner, tmp_path, mo
     assert_one_clean_line(result, "prompts/task_and_flows.md", "prompt file refused by the sandbox")
 
 
+BOMBS = {
+    "repeat": ("{{ 'x' * 10**10 }}", "'*' would make 10,000,000,000 characters"),
+    "power": ("{{ 7 ** 100000000 }}", "'**' would make a number of more than 4,300 digits"),
+    "doubling": ("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+                 "{% endfor %}{{ ns.s }}", "'~' would make 1,048,576 characters"),
+    "adding": ("{% set ns = namespace(s=['x']) %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}"
+               "{% endfor %}{{ ns.s }}", "'+' would make 1,048,576 characters"),
+    "filter": ("{{ 'x' | center(10**10) }}", "'center' would make 10,000,000,000 characters"),
+    "method": ("{{ 'x'.ljust(10**10) }}", "'ljust' would make 10,000,000,000 characters"),
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_a_prompt_file_that_would_fill_the_memory_is_stopped_naming_it(name, runner, tmp_path, monkeypatch):
+    """The sandbox bounds range() alone: each of these took gigabytes (or hours) before the
+    prompt's size could be checked."""
+    template, what = BOMBS[name]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "task_and_flows.md").write_text("Find the flows.\n" + template + "\n")
+    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
+                                 "--workspace", "ws"])
+    assert_one_clean_line(result, "prompts/task_and_flows.md", f"prompt file refused by the sandbox: {what}")
+
+
 @pytest.mark.parametrize("text,where,what", [
     ("", "prompts/flows.md", "prompt file is empty"),
     (" \n\n", "prompts/flows.md", "prompt file is empty"),

@@ -18,6 +18,8 @@ from intellagent.errors import IntellagentError
 from intellagent.registry import load_registry
 from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Statuses
 from intellagent.testing.harness import run_pipeline
+from tests.conftest import REPO
+from tests.test_bad_input import assert_one_clean_line
 
 REFUSAL = Statuses(passed=["refused"], failed=["complied"], other=["off-topic"])
 
@@ -144,3 +146,22 @@ def test_a_step_giving_an_undeclared_score_stops_the_run_naming_it(shop, judge, 
     with pytest.raises(IntellagentError) as err:
         run_pipeline(pipeline(judge), load_environment(shop), registry=registry)
     assert message in str(err.value) and "step judged" in str(err.value)
+
+
+@pytest.mark.parametrize("old,new,line,metric", [
+    ("by: [complexity], chart", "by: [complxity], chart", 21, "by-challenge"),
+    ("by: [failed]", "by: [failure]", 19, "failed-by"),
+    ("by: [category]", "by: [category, tier]", 28, "by-category"),
+])
+def test_validate_refuses_a_metric_grouping_by_a_label_no_score_it_reads_carries(old, new, line, metric,
+                                                                                runner, tmp_path):
+    """Every group of such a metric is empty: its table and chart said nothing, silently."""
+    text = (REPO / "plugins" / "intellagent" / "pipeline.yaml").read_text()
+    assert old in text
+    (tmp_path / "p.yaml").write_text(text.replace(old, new))
+    label = new.split("[")[1].split("]")[0].split(", ")[-1]
+    for command in (["validate", str(tmp_path / "p.yaml")],
+                    ["run", "education", "--pipeline", str(tmp_path / "p.yaml"), "--workspace", str(tmp_path / "ws")]):
+        assert_one_clean_line(runner.invoke(cli, command), f"p.yaml:{line}",
+                              f"metrics.{metric}: groups by label '{label}', which no score it reads carries")
+    assert not (tmp_path / "ws").exists()

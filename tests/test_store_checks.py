@@ -112,6 +112,24 @@ def test_a_store_with_damaged_pages_is_refused_in_one_line_and_store_check_lists
                           lines_allowed=20)
 
 
+def test_store_check_lists_every_damaged_index_page(ws, runner):
+    """SQLite's full check stops at an index page it cannot read ('database disk image is
+    malformed'); the pages quick_check finds are listed instead."""
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = [row[0] for row in conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' "
+                                                "AND tbl_name IN ('llm_calls', 'run_items')")]
+    with (ws / "intellagent.db").open("r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * size)
+            fh.write(b"\xde\xad\xbe\xef" * 256)
+    result = runner.invoke(cli, ["store", "check", "--workspace", str(ws)])
+    assert_one_clean_line(result, "ws/intellagent.db", "the database file is damaged (quick_check): Page ",
+                          lines_allowed=20)
+    assert len(result.stderr.strip().splitlines()) == len(pages)
+
+
 def test_store_check_says_what_a_sound_store_holds(ws, runner):
     result = runner.invoke(cli, ["store", "check", "--workspace", str(ws)])
     assert result.exit_code == 0, result.output
@@ -169,3 +187,17 @@ def test_a_read_only_workspace_serves_cost_and_report_elsewhere(ws, runner, tmp_
     finally:
         for path in [ws, *ws.rglob("*")]:
             path.chmod(path.stat().st_mode | 0o200)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_sqlite_file_of_another_application_is_refused_and_left_as_it_was(command, runner, tmp_path):
+    """It was migrated: IntellAgent's tables written beside the other application's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    before = digest(ws)
+    result = runner.invoke(cli, [*command, "--workspace", str(ws)])
+    assert_one_clean_line(result, "ws/intellagent.db", "not an IntellAgent store: it holds another "
+                          "application's tables (invoices)")
+    assert digest(ws) == before

@@ -71,7 +71,7 @@ class DatabaseSchema(StrictModel):
     """``tables`` in dependency order is not required: foreign keys decide the load order."""
 
     description: str = ""
-    tables: dict[str, Table]
+    tables: dict[str, Table] = Field(min_length=1, description="The tables, by name (at least one).")
     _row_hash_text: dict[tuple, tuple[str, str]] = PrivateAttr(default_factory=dict)
     # (table, version) → (key → row text, table text), least recently used first
     _table_hash_text: dict[tuple, tuple[dict[str, str], str]] = PrivateAttr(default_factory=dict)

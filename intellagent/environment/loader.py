@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from intellagent.bounds import MAX_CHARS
 from intellagent.environment.checks import RuleCheck, collect_checks
 from intellagent.environment.database import Database, RowError
 from intellagent.environment.dbschema import DatabaseSchema
@@ -198,6 +199,9 @@ def _text(path: Path, what: str) -> str:
                                 file=path) from None
     if not text.strip():
         raise EnvironmentError_(f"the {what} is empty", file=path)
+    if len(text) > MAX_CHARS:  # it is sent with every request the agent makes
+        raise EnvironmentError_(f"the {what} is {len(text):,} characters, past the bound of {MAX_CHARS:,}",
+                                file=path)
     return text
 
 

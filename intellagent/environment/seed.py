@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from intellagent.environment.dbschema import Column, Table
+from intellagent.environment.dbschema import Column, Table, value_problem
 from intellagent.errors import EnvironmentError_
 
 SEED_SUFFIXES = (".json", ".jsonl", ".csv")
@@ -62,6 +62,11 @@ def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict
             if pk not in record:
                 raise EnvironmentError_(f"{table_name} row has no '{pk}'", file=path, item=where)
             key = record[pk]
+            column = table.columns.get(pk)
+            problem = "is null" if key is None else value_problem(column, key) if column else None
+            if problem:  # (str(key) below made a null key the text 'None', an integer key text)
+                raise EnvironmentError_(f"{table_name} row's primary key '{pk}' {problem}", file=path,
+                                        item=where)
             if not table.key_in_record:
                 record = {k: v for k, v in record.items() if k != pk}
         rows.append((str(key), record, where))

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import jsonschema
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
+from intellagent.bounds import MAX_CHARS
 from intellagent.environment.database import Database
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ToolError
@@ -36,7 +37,8 @@ class ToolSpec(StrictModel):
     """One tool the agent under test may call."""
 
     name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
-    description: str = Field(description="What the tool does, for the agent.")
+    description: str = Field(max_length=MAX_CHARS, description="What the tool does, for the agent "
+                             "(sent with every request the agent makes).")
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}, "required": []},
         description="JSON Schema of the arguments (an object schema).")

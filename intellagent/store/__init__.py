@@ -24,7 +24,7 @@ from intellagent.store.connection import (HotConnection, normalize_url, read_onl
 from intellagent.store.items import ItemRecords
 from intellagent.store.leases import HOST, RELEASE, Leases
 from intellagent.store.runs import RunRecords
-from intellagent.store.schema import (MIGRATIONS, LLMCallRow, StoreError, applied, check_version,
+from intellagent.store.schema import (MIGRATIONS, LLMCallRow, StoreError, applied, check_ours, check_version,
                                       integrity_problems, migrate, schema_problems)
 
 __all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "Store", "normalize_url",
@@ -87,6 +87,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         try:
             if read_only:
                 with self.engine.connect() as conn:
+                    check_ours(conn)
                     check_version(applied(conn), read_only=True)
             else:
                 self.migrate()

@@ -201,6 +201,19 @@ def applied(conn: sa.Connection) -> dict[int, str]:
                                                           MigrationRow.__table__.c.name))}
 
 
+def check_ours(conn: sa.Connection) -> None:
+    """Refuse a SQLite file another application made (tables, and no migrations of ours): its
+    tables would be written beside theirs. A server database may hold other applications'
+    tables."""
+    if conn.dialect.name != "sqlite" or sa.inspect(conn).has_table(MigrationRow.__tablename__):
+        return
+    theirs = sorted(t for t in sa.inspect(conn).get_table_names() if not t.startswith("sqlite_"))
+    if theirs:
+        raise StoreError(f"not an IntellAgent store: it holds another application's tables "
+                         f"({', '.join(theirs[:5])}{', ...' if len(theirs) > 5 else ''}) and no "
+                         "IntellAgent migrations; use a new file (--store, --workspace)")
+
+
 def check_version(done: dict[int, str], *, read_only: bool = False) -> None:
     """Refuse a store a newer IntellAgent has migrated (it may hold rows this version would
     misread or break), and, opened read-only, one that still needs migrations it cannot apply."""
@@ -235,6 +248,16 @@ def schema_problems(conn: sa.Connection) -> list[str]:
     return problems
 
 
+def _pragma_lines(conn: sa.Connection, pragma: str) -> list[str]:
+    """What SQLite's ``pragma`` check reports ([] for ok); raises sa.exc.DatabaseError when the
+    file is too damaged for the check to walk."""
+    rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+    if rows == ["ok"]:
+        return []
+    return [line.strip() for row in rows for line in row.splitlines()
+            if line.strip() and not line.startswith("***")][:20]
+
+
 def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[str]:
     """SQLite's own check of the file (``quick_check``: pages and records, about 1 s a GB;
     ``integrity_check`` with ``thorough``: indexes too); nothing to check for a server."""
@@ -242,20 +265,25 @@ def integrity_problems(conn: sa.Connection, *, thorough: bool = False) -> list[s
         return []
     pragma = "integrity_check" if thorough else "quick_check"
     try:
-        rows = [str(r[0]) for r in conn.exec_driver_sql(f"PRAGMA {pragma}(20)").fetchall()]
+        lines = _pragma_lines(conn, pragma)
     except sa.exc.DatabaseError as exc:  # too damaged for the check to walk it
-        return [f"the database file is damaged ({pragma}): {exc.orig or exc}"]
-    if rows == ["ok"]:
-        return []
-    lines = [line.strip() for row in rows for line in row.splitlines()
-             if line.strip() and not line.startswith("***")]
-    return [f"the database file is damaged ({pragma}): {line}" for line in lines[:20]]
+        lines, error = [], exc
+        if thorough:  # the full check stops at an index page it cannot read; quick_check lists them
+            try:
+                lines = _pragma_lines(conn, "quick_check")
+            except sa.exc.DatabaseError:
+                pass
+            pragma = "quick_check" if lines else pragma
+        lines = lines or [str(error.orig or error)]
+    return [f"the database file is damaged ({pragma}): {line}" for line in lines]
 
 
 def migrate(conn: sa.Connection) -> list[int]:
     """Apply the migrations ``conn``'s store lacks, in order, inside the caller's transaction
     (which holds the write lock: two processes starting on a new store, one migrates). A store
-    a newer version migrated is refused before anything is written."""
+    a newer version migrated, or a SQLite file of another application, is refused before
+    anything is written."""
+    check_ours(conn)
     check_version(applied(conn))
     SQLModel.metadata.create_all(conn, tables=[MigrationRow.__table__])
     done = {r[0] for r in conn.execute(sa.select(MigrationRow.__table__.c.id))}

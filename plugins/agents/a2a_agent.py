@@ -23,9 +23,10 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
-from intellagent.model import StrictModel
-from intellagent_plugins.agents.agents import (FromEnv, Unreachable, header_values, no_literal_secrets,
-                                               redact, start_tool_server)
+from intellagent.model import HttpURL, StrictModel
+from intellagent.redaction import Redactor
+from intellagent_plugins.agents.agents import (FromEnv, Unreachable, header_redactor, header_values,
+                                               no_literal_secrets, start_tool_server)
 from intellagent_plugins.agents.tool_endpoint import ServesTools, ToolServer, mcp_missing
 
 MCP_KEY = "intellagent/mcp"
@@ -42,7 +43,7 @@ def a2a_missing() -> str | None:
 
 
 class A2AConfig(StrictModel):
-    url: str = Field(pattern=r"^https?://", description="The agent's base URL (its card is at "
+    url: HttpURL = Field(description="The agent's base URL (its card is at "
                      "/.well-known/agent-card.json under it).")
     timeout: float = Field(default=120.0, gt=0, le=3600, description="Seconds per message (the "
                            "agent's own tool calls included).")
@@ -66,11 +67,11 @@ class A2AConfig(StrictModel):
 class A2AShared:
     """What one run's A2A conversations share: one HTTP pool and client, the MCP endpoint."""
 
-    def __init__(self, http: Any, client: Any, tools: ToolServer, secrets: list[str]) -> None:
-        self.http, self.client, self.tools, self.secrets = http, client, tools, secrets
+    def __init__(self, http: Any, client: Any, tools: ToolServer, redactor: Redactor) -> None:
+        self.http, self.client, self.tools, self.redactor = http, client, tools, redactor
 
     def redact(self, text: str) -> str:
-        return redact(text, self.secrets)
+        return self.redactor(text) or ""
 
 
 def _unreachable(exc: BaseException) -> Unreachable | None:
@@ -117,7 +118,7 @@ class A2AAgent(ServesTools, Agent):
         from a2a.client import A2ACardResolver, AgentCardResolutionError, ClientConfig, ClientFactory
 
         headers = header_values(config.headers)
-        secrets = [v for k, v in headers.items() if isinstance(config.headers.get(k), FromEnv)]
+        redactor = header_redactor(config.headers, headers)
         http = httpx.AsyncClient(headers=headers, timeout=config.timeout,
                                  limits=httpx.Limits(max_connections=config.max_connections))
         setup = AgentSetup(describe=config.url, closers=[http.aclose])
@@ -138,7 +139,7 @@ class A2AAgent(ServesTools, Agent):
         except BaseException:
             await setup.close()
             raise
-        setup.shared = A2AShared(http, client, tools, secrets)
+        setup.shared = A2AShared(http, client, tools, redactor)
         version = config.version or card.version
         setup.identity = f"version:{version}" if version else None
         return setup

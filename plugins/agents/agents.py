@@ -38,6 +38,7 @@ from pydantic import Field, field_validator
 from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
 from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
+from intellagent.redaction import Redactor
 from intellagent.llm.types import ToolCall
 from intellagent.model import HttpURL, StrictModel
 from intellagent.offload import OffloadCrash, OffloadTimeout
@@ -119,12 +120,10 @@ def header_values(headers: dict[str, str | FromEnv]) -> dict[str, str]:
     return out
 
 
-def redact(text: str, secrets: list[str]) -> str:
-    """``text`` (an error to report) without the secrets of the agent's headers."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
+def header_redactor(config: dict[str, str | FromEnv], headers: dict[str, str]) -> Redactor:
+    """Masks, in an error to report, the values of the headers read from the environment (with
+    and without their scheme) and any authorization value."""
+    return Redactor(value for name, value in headers.items() if isinstance(config.get(name), FromEnv))
 
 
 async def start_tool_server(env: Any) -> ToolServer:
@@ -167,6 +166,10 @@ class HttpConfig(StrictModel):
         return no_literal_secrets(value)
 
 
+class Declined(ValueError):
+    """The endpoint answered with a client error (4xx): a refused token, a wrong path."""
+
+
 class Unreachable(Exception):
     """The endpoint could not be reached (worth a retry); ``cause`` is the short reason."""
 
@@ -182,7 +185,7 @@ class HttpShared:
     def __init__(self, config: HttpConfig, headers: dict[str, str]) -> None:
         self.config = config
         self.headers = headers
-        self.secrets = [v for k, v in headers.items() if isinstance(config.headers.get(k), FromEnv)]
+        self.redactor = header_redactor(config.headers, headers)
         self.session: aiohttp.ClientSession | None = None
         self.tools: ToolServer | None = None
 
@@ -194,7 +197,7 @@ class HttpShared:
         return self.session
 
     def redact(self, text: str) -> str:
-        return redact(text, self.secrets)
+        return self.redactor(text) or ""
 
     async def close(self) -> None:
         if self.session is not None:
@@ -211,7 +214,7 @@ class HttpShared:
                     if response.status >= 500:
                         raise Unreachable(f"HTTP {response.status}", self.redact(text[:200]))
                     if response.status >= 400:
-                        raise ValueError(f"the agent answered HTTP {response.status}: {self.redact(text[:300])}")
+                        raise Declined(f"the agent answered HTTP {response.status}: {self.redact(text[:300])}")
                     try:
                         data = json.loads(text)
                     except json.JSONDecodeError:
@@ -335,6 +338,8 @@ async def _preflight(shared: HttpShared, env: Any) -> str | None:
         return version
     except Unreachable as exc:
         raise AgentUnavailable(f"{config.url}: {shared.redact(str(exc))}") from None
+    except Declined as exc:
+        raise AgentUnavailable(f"{config.url}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise AgentUnavailable(f"{config.url}: its answer to a one-message conversation is not a "
                                f"turn: {shared.redact(str(exc))}") from None

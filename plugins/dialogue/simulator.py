@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from intellagent.bounds import MAX_TURNS
 from intellagent.environment import DbDiff, diff_databases
 from intellagent.estimate import tokens
 from intellagent.llm.types import Outcome, Status
@@ -53,7 +54,7 @@ def failed_reason(outcome: Outcome) -> str:
     return "invalid-output" if outcome.status is Status.invalid_output else "infra-error"
 
 class UserConfig(StrictModel):
-    max_turns: int = Field(default=12, ge=1, le=1000, description="User messages at most.")
+    max_turns: int = Field(default=12, ge=1, le=MAX_TURNS, description="User messages at most.")
     max_tool_steps: int = Field(default=10, ge=1, le=100, description="Agent tool rounds per user "
                                                                       "message.")
     persona: str = Field(default="task-user", pattern=r"^[a-z0-9][a-z0-9_-]*$",

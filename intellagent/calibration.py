@@ -83,6 +83,8 @@ class Agreement(BaseModel):
                   agreement_high=round(high, 4), confusion=confusion)
         if kappa is not None:
             out.kappa = round(kappa, 4)
+            if one_answer(confusion):
+                return out  # kappa is 0 whatever the other side says: its standard error, 0, is no interval
             out.kappa_low = round(max(-1.0, kappa - Z95 * se), 4)
             out.kappa_high = round(min(1.0, kappa + Z95 * se), 4)
         return out
@@ -90,9 +92,16 @@ class Agreement(BaseModel):
     def text(self) -> str:
         if not self.n:
             return "nothing compared"
-        kappa = "κ –" if self.kappa is None else f"κ {self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
+        kappa = ("κ –" if self.kappa is None else f"κ {self.kappa:.2f}" + (
+            " (one side gave one answer)" if self.kappa_low is None else f" [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"))
         return (f"agreement {self.agreement:.0%} ({self.agreement_low:.0%}–{self.agreement_high:.0%}), "
                 f"{kappa}, n={self.n}")
+
+
+def one_answer(c: Confusion) -> bool:
+    """The judge or people gave one answer throughout (all violated, or none)."""
+    judge, people = c.both + c.judge_only, c.both + c.people_only
+    return judge in (0, c.n) or people in (0, c.n)
 
 
 def kappa_and_error(c: Confusion) -> tuple[float | None, float]:

@@ -52,8 +52,9 @@ def calibration_section(report: Any) -> str:
              "<th>both say violated</th><th>only the judge</th><th>only people</th><th>neither</th></tr>"]
     for name, group in [("overall", found.overall), *found.groups.items()]:
         c = group.confusion
-        kappa = "–" if group.kappa is None else (
-            f"{group.kappa:.2f} <span class=muted>[{group.kappa_low:.2f}, {group.kappa_high:.2f}]</span>")
+        kappa = "–" if group.kappa is None else f"{group.kappa:.2f} " + (
+            "<span class=muted>(one side gave one answer)</span>" if group.kappa_low is None
+            else f"<span class=muted>[{group.kappa_low:.2f}, {group.kappa_high:.2f}]</span>")
         agreement = "–" if group.agreement is None else (
             f"{_pct(group.agreement)} <span class=muted>{_pct(group.agreement_low)}–"
             f"{_pct(group.agreement_high)}</span>")

@@ -243,3 +243,57 @@ def test_hook_register_mutants(runner, shop, tmp_path):
     dialog = dialog_of(tmp_path / "ws", found["run_id"])
     assert dialog["turns"][1]["content"] == "DONE: ANA {NOT A TEMPLATE} NOW HAS MORE CREDIT."
     assert found["killed"] == [] and found["n"] == 1  # τ-bench's output rule ignores case: survived
+
+
+# -- an agent behind HTTP, the harness running its calls or the agent running them over MCP ------
+
+def http_shop_agent(mcp: bool):
+    """``shop_agent`` behind HTTP: asking the harness for its tool calls, or (``mcp``) making
+    the same calls itself through the dialog's MCP URL and answering in one turn."""
+    from mcp import Client
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def own_tools(url: str) -> str:
+        async with Client(url) as tools:
+            read = await tools.call_tool("get_customer", {"customer_id": "c1"})
+            await tools.call_tool("add_credit", {"customer_id": "c1", "amount": 5})
+        found = json.loads(read.content[0].text or "{}") if read.content else {}
+        return f"Done: {found.get('name', 'someone')} now has more credit."
+
+    async def chat(request):
+        body = await request.json()
+        if mcp:
+            return JSONResponse({"content": await own_tools(body["tools_url"])})
+        reply = shop_agent(body["messages"], body["tools"])
+        if isinstance(reply, str):
+            return JSONResponse({"content": reply})
+        return JSONResponse({"tool_calls": [{"id": f"c{i}", **c} for i, c in enumerate(reply["tool_calls"])]})
+
+    return lambda base: Starlette(routes=[Route("/", chat, methods=["POST"])])
+
+
+@pytest.mark.parametrize("mcp", [False, True], ids=["harness-runs-its-calls", "runs-its-own-over-mcp"])
+def test_mutants_wrap_an_agent_behind_http(runner, shop, tmp_path, mcp):
+    from tests.test_mcp_a2a_agents import Served
+
+    served = Served(http_shop_agent(mcp))
+    try:
+        agent = f"url: '{served.base}/', version: '1'" + (", tools: mcp" if mcp else "")
+        pipeline = tmp_path / "pipeline.yaml"
+        pipeline.write_text(PIPELINE.replace('use: python, with: {callable: "tests.test_mutants:shop_agent", version: "1"}',
+                                             f"use: http, with: {{{agent}}}"))
+        result = runner.invoke(cli, ["mutate", str(shop), "--pipeline", str(pipeline), "--workspace",
+                                     str(tmp_path / "ws"), "--json"], obj={"plugins": (briefs_plugin(),)})
+    finally:
+        served.close()
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert {name: r["killed"] for name, r in found.items()} == {
+        "drop-writes": ["S1"], "wrong-record": ["S1"], "skip-lookup": ["S1"], "leak": [], "refuse-all": ["S1"]}
+    ws = tmp_path / "ws"
+    dropped, wrong = dialog_of(ws, found["drop-writes"]["run_id"]), dialog_of(ws, found["wrong-record"]["run_id"])
+    assert [c["name"] for c in tool_calls(dropped)] == ["get_customer", "add_credit"]  # the agent's calls, as it made them
+    assert dropped["db_diff"]["tables"] == {}
+    assert list(wrong["db_diff"]["tables"]["customers"]["changed"]) == ["c2"]

@@ -15,6 +15,7 @@ from intellagent import hookimpl
 from intellagent.agent import AgentTurn
 from intellagent.cli import cli
 from intellagent.mutants import Mutant
+from intellagent.mutation import MutantResult
 from intellagent.registry import load_registry
 from intellagent.steps import Sampler
 from intellagent.store import Store
@@ -195,6 +196,7 @@ def test_the_agents_report_holds_what_the_mutants_found(mutated):
     assert set(mutation["mutants"]) == set(found)
     page = (ws / "runs" / run_id / "report.html").read_text()
     assert "id=mutants" in page and "4/5 mutants killed" in page
+    assert page.count("<td><code>S1</code></td>") == 4 and page.count("state ×1") == 4  # killed ids, what caught them
     for name, result in found.items():
         assert reports[result["run_id"]]["info"]["provenance"]["agent"]["mutant"] == f"intellagent/{name}"
     assert report["info"]["provenance"]["agent"]["mutant"] is None
@@ -207,6 +209,16 @@ def test_the_terminal_says_what_each_mutant_killed_and_the_mutation_score(runner
         in result.stdout
     assert "leak: killed 0 of 1 passing item(s)" in result.stdout
     assert "mutation score: 1/2 mutants killed (50%)" in result.stdout
+    lines = result.stdout.splitlines()
+    after = lines[next(i for i, line in enumerate(lines) if line.startswith("  drop-writes:")) + 1:]
+    assert after[:2] == ["    killed: S1", "    metrics that fell: success 100% → 0%"]
+    assert after[2].startswith("  leak: killed 0")  # nothing killed, nothing named
+
+
+def test_the_terminal_names_the_first_killed_items_and_how_many_more():
+    result = MutantResult(mutant="m", run_id="r", killed=[f"T{i:03d}" for i in range(23)], n=23)
+    [killed] = result.details()
+    assert killed == "killed: " + ", ".join(f"T{i:03d}" for i in range(20)) + ", … and 3 more (report.json)"
 
 
 def test_unknown_mutants_and_pipelines_without_an_agent_are_refused_in_one_line(runner, shop, tmp_path):

@@ -79,6 +79,8 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
                                *pair, compare(*pair).deltas)
         results.append(result)
         say(f"  {result.line()} (run {done.run_id})")
+        for line in result.details():
+            say(f"    {line}")
     found = mutation_report((base.report, base.data), results)
     inputs.store.update_run_config(base.run_id, mutation=found.model_dump(mode="json"))
     paths = rewrite_reports(inputs.store, base.run_id, ctx.obj, inputs.workspace)

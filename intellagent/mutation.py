@@ -18,6 +18,9 @@ from intellagent.metrics import Rate
 from intellagent.results import finals, judged
 
 
+SHOWN_IDS = 20  # killed items a terminal line names; report.json and --json have them all
+
+
 class MutantResult(BaseModel):
     mutant: str
     description: str = ""
@@ -44,6 +47,18 @@ class MutantResult(BaseModel):
         return (f"{self.mutant}: killed {len(self.killed)} of {self.n} passing item(s), "
                 f"kill rate {rate.text()}" + (f"; caught by {caught}" if caught else "")
                 + (f"; {len(self.unfinished)} could not finish" if self.unfinished else ""))
+
+
+    def details(self, shown: int = SHOWN_IDS) -> list[str]:
+        """The killed items (the first ``shown``) and the metrics that fell, a line each."""
+        lines = []
+        if self.killed:
+            more = len(self.killed) - shown
+            lines.append("killed: " + ", ".join(self.killed[:shown])
+                         + (f", … and {more} more (report.json)" if more > 0 else ""))
+        if self.metrics:
+            lines.append("metrics that fell: " + ", ".join(f"{k} {v}" for k, v in self.metrics.items()))
+        return lines
 
 
 class MutationReport(BaseModel):

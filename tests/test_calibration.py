@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from intellagent.calibration import Confusion, kappa_and_error
+from intellagent.calibration import Agreement, Confusion, kappa_and_error
 from intellagent.cli import cli
 from tests.chromium import CHROMIUM, Page
 from tests.conftest import write_env
@@ -29,6 +29,19 @@ def test_kappa_and_its_standard_error_are_those_of_statsmodels():
                                           people_only=table[1][0], neither=table[1][1]))
         assert found == pytest.approx((kappa, se), abs=1e-12)
     assert kappa_and_error(Confusion(neither=9)) == (None, 0.0)  # one class only: no kappa
+
+
+@pytest.mark.parametrize("confusion", [Confusion(judge_only=2, neither=3),   # people: never violated
+                                       Confusion(both=2, judge_only=3),    # the judge: always
+                                       Confusion(both=1, people_only=4)])  # people: always
+def test_kappa_has_no_interval_when_one_side_gives_one_answer_throughout(confusion):
+    """Kappa is 0 there whatever the other side says; its standard error, 0, would read as a
+    certain [0.00, 0.00]."""
+    found = Agreement.of(confusion)
+    assert found.kappa == 0.0 and found.kappa_low is None and found.kappa_high is None
+    assert "κ 0.00 (interval undefined: " in found.text() and "gave one answer throughout)" in found.text()
+    mixed = Agreement.of(Confusion(both=1, judge_only=2, people_only=1, neither=3))
+    assert mixed.kappa_low < mixed.kappa < mixed.kappa_high
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from intellagent import hookimpl
 from intellagent.agent import AgentTurn
 from intellagent.cli import cli
 from intellagent.mutants import Mutant
+from intellagent.mutation import MutantResult
 from intellagent.registry import load_registry
 from intellagent.steps import Sampler
 from intellagent.store import Store
@@ -196,6 +197,7 @@ def test_the_agents_report_holds_what_the_mutants_found(mutated):
     assert set(mutation["mutants"]) == set(found)
     page = (ws / "runs" / run_id / "report.html").read_text()
     assert "id=mutants" in page and "4/5 mutants killed" in page
+    assert page.count("<td><code>S1</code></td>") == 4 and page.count("state ×1") == 4  # killed ids, what caught them
     for name, result in found.items():
         assert reports[result["run_id"]]["info"]["provenance"]["agent"]["mutant"] == f"intellagent/{name}"
     assert report["info"]["provenance"]["agent"]["mutant"] is None
@@ -208,6 +210,16 @@ def test_the_terminal_says_what_each_mutant_killed_and_the_mutation_score(runner
         in result.stdout
     assert "leak: killed 0 of 1 passing item(s)" in result.stdout
     assert "mutation score: 1/2 mutants killed (50%)" in result.stdout
+    lines = result.stdout.splitlines()
+    after = lines[next(i for i, line in enumerate(lines) if line.startswith("  drop-writes:")) + 1:]
+    assert after[:2] == ["    killed: S1", "    metrics that fell: success 100% → 0%"]
+    assert after[2].startswith("  leak: killed 0")  # nothing killed, nothing named
+
+
+def test_the_terminal_names_the_first_killed_items_and_how_many_more():
+    result = MutantResult(mutant="m", run_id="r", killed=[f"T{i:03d}" for i in range(23)], n=23)
+    [killed] = result.details()
+    assert killed == "killed: " + ", ".join(f"T{i:03d}" for i in range(20)) + ", … and 3 more (report.json)"
 
 
 def test_unknown_mutants_and_pipelines_without_an_agent_are_refused_in_one_line(runner, shop, tmp_path):
@@ -296,3 +308,57 @@ def test_a_mutant_that_raises_is_its_dialogs_agent_error(runner, shop, tmp_path)
         assert dialog["stop_reason"] == "agent-error", (name, dialog)
         assert what in dialog["error"], (name, dialog["error"])
         assert found[f"acme/{name}"]["killed"] == ["S1"]  # the suite sees the broken agent
+
+
+# -- an agent behind HTTP, the harness running its calls or the agent running them over MCP ------
+
+def http_shop_agent(mcp: bool):
+    """``shop_agent`` behind HTTP: asking the harness for its tool calls, or (``mcp``) making
+    the same calls itself through the dialog's MCP URL and answering in one turn."""
+    from mcp import Client
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def own_tools(url: str) -> str:
+        async with Client(url) as tools:
+            read = await tools.call_tool("get_customer", {"customer_id": "c1"})
+            await tools.call_tool("add_credit", {"customer_id": "c1", "amount": 5})
+        found = json.loads(read.content[0].text or "{}") if read.content else {}
+        return f"Done: {found.get('name', 'someone')} now has more credit."
+
+    async def chat(request):
+        body = await request.json()
+        if mcp:
+            return JSONResponse({"content": await own_tools(body["tools_url"])})
+        reply = shop_agent(body["messages"], body["tools"])
+        if isinstance(reply, str):
+            return JSONResponse({"content": reply})
+        return JSONResponse({"tool_calls": [{"id": f"c{i}", **c} for i, c in enumerate(reply["tool_calls"])]})
+
+    return lambda base: Starlette(routes=[Route("/", chat, methods=["POST"])])
+
+
+@pytest.mark.parametrize("mcp", [False, True], ids=["harness-runs-its-calls", "runs-its-own-over-mcp"])
+def test_mutants_wrap_an_agent_behind_http(runner, shop, tmp_path, mcp):
+    from tests.test_mcp_a2a_agents import Served
+
+    served = Served(http_shop_agent(mcp))
+    try:
+        agent = f"url: '{served.base}/', version: '1'" + (", tools: mcp" if mcp else "")
+        pipeline = tmp_path / "pipeline.yaml"
+        pipeline.write_text(PIPELINE.replace('use: python, with: {callable: "tests.test_mutants:shop_agent", version: "1"}',
+                                             f"use: http, with: {{{agent}}}"))
+        result = runner.invoke(cli, ["mutate", str(shop), "--pipeline", str(pipeline), "--workspace",
+                                     str(tmp_path / "ws"), "--json"], obj={"plugins": (briefs_plugin(),)})
+    finally:
+        served.close()
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert {name: r["killed"] for name, r in found.items()} == {
+        "drop-writes": ["S1"], "wrong-record": ["S1"], "skip-lookup": ["S1"], "leak": [], "refuse-all": ["S1"]}
+    ws = tmp_path / "ws"
+    dropped, wrong = dialog_of(ws, found["drop-writes"]["run_id"]), dialog_of(ws, found["wrong-record"]["run_id"])
+    assert [c["name"] for c in tool_calls(dropped)] == ["get_customer", "add_credit"]  # the agent's calls, as it made them
+    assert dropped["db_diff"]["tables"] == {}
+    assert list(wrong["db_diff"]["tables"]["customers"]["changed"]) == ["c2"]

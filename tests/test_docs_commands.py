@@ -51,7 +51,7 @@ RUNS = [(page, line) for page, line in COMMANDS
 def test_the_docs_give_commands_to_check():
     pages_with_commands = {page for page, _ in COMMANDS}
     assert {"README.md", "docs/agents.md", "docs/pipelines/tooltalk.md", "docs/scale.md"} <= pages_with_commands
-    assert ("README.md", "intellagent run airline --events 30 --model mock/schema") in RUNS  # the quickstart
+    assert ("README.md", "intellagent run airline --events 30 --model mock/demo") in RUNS  # the quickstart
     assert len(RUNS) >= 18
 
 

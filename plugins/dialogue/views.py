@@ -82,14 +82,20 @@ class ScenarioView:
 
     @staticmethod
     def html(scenario: Scenario, item: Any = None) -> str:
-        parts = [f"<p><b>Scenario.</b> {_e(scenario.brief)}</p>"]
+        return "\n".join([f"<p><b>Scenario.</b> {_e(scenario.brief)}</p>",
+                          *ScenarioView.what_the_user_had(scenario)])
+
+    @staticmethod
+    def what_the_user_had(scenario: Scenario, rows: str = "The scenario's rows") -> list[str]:
+        """The folded parts a scenario's view ends with: what the user knew, its rows as tables."""
+        parts = []
         if scenario.user_knowledge:
             parts.append(f"<details><summary>What the user knew</summary><pre>"
                          f"{_e(scenario.user_knowledge[:4000])}</pre></details>")
         if scenario.rows:
-            parts.append(f"<details><summary>The scenario's rows ({len(scenario.rows)})</summary>"
+            parts.append(f"<details><summary>{rows} ({len(scenario.rows)})</summary>"
                          f"{rows_tables(scenario.rows)}</details>")
-        return "\n".join(parts)
+        return parts
 
     @staticmethod
     def summary(scenario: Scenario, item: Any = None) -> str:

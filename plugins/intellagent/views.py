@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from intellagent_plugins.dialogue.views import first_line, rows_tables
+from intellagent_plugins.dialogue.views import ScenarioView, first_line
 from intellagent_plugins.intellagent.artefacts import Event, Verdict
 
 
@@ -26,12 +26,7 @@ class EventView:
             parts.append("<ul class=policies>" + "".join(
                 f"<li><b>{_e(p.id)}</b> [{_e(p.category)}, challenge {p.challenge}] {_e(p.text)}"
                 f"<br><i>expected:</i> {_e(p.expected)}</li>" for p in event.policies) + "</ul>")
-        if event.user_knowledge:
-            parts.append(f"<details><summary>What the user knew</summary><pre>"
-                         f"{_e(event.user_knowledge[:4000])}</pre></details>")
-        if event.rows:
-            parts.append(f"<details><summary>The event's rows ({len(event.rows)})</summary>"
-                         f"{rows_tables(event.rows)}</details>")
+        parts += ScenarioView.what_the_user_had(event, "The event's rows")
         return "\n".join(parts)
 
     @staticmethod

@@ -33,6 +33,14 @@ def test_wheel_contents_and_install(tmp_path):
                    "intellagent_plugins/env_template/src/{{package}}/environment/tools.py"]:
         assert needed in names, needed
     assert not any("__pycache__" in n for n in names)
+    # every package of the checkout is in the wheel (a package left out of pyproject's list
+    # imports in an editable install and fails in a real one: the demo model once did)
+    for base, source in (("intellagent", "intellagent"), ("intellagent_plugins", "plugins"),
+                         ("intellagent_environments", "environments")):
+        for init in (REPO / source).rglob("__init__.py"):
+            inside = init.relative_to(REPO / source).as_posix()
+            if "{{" not in inside and "__pycache__" not in inside:
+                assert f"{base}/{inside}" in names, f"{base}/{inside} is not in the wheel"
     entry_points = zipfile.ZipFile(wheel).read("intellagent-0.1.0.dist-info/entry_points.txt").decode()
     assert "[intellagent]" in entry_points and "intellagent_environments.plugin" in entry_points
 

@@ -38,7 +38,9 @@ def mutate(args: list[str], workspace: str) -> dict:
 
 def dialogs(workspace: str, run_id: str) -> dict[str, tuple]:
     """Each dialog as its judge sees it: the turns (tool calls and results) and the database diff."""
-    report = json.loads((Path(workspace) / "runs" / run_id / "report.json").read_text())
+    from intellagent_plugins.reporters.writers import read_report
+
+    report = read_report(Path(workspace) / "runs" / run_id / "report.json")
     return {i["item"]: (i["value"]["turns"], i["value"].get("db_diff")) for i in report["items"]
             if i["step"] == "dialogs" and i["value"]}
 

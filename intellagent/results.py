@@ -141,19 +141,27 @@ def shortfalls(plan: Plan, steps: list[StepSummary]) -> list[str]:
     with nothing to work on."""
     lines: list[str] = []
     starved: list[str] = []
+    short: set[str] = set()  # steps that made nothing or too little
     for step in steps:
         if step.items == 0:
-            if lines or any(s.items for s in steps):
-                starved.append(step.name)
+            before = set(plan.upstream(step.name)) - {step.name} if step.name in plan.steps else set()
+            if before & short or (step is steps[-1] and any(s.items for s in steps)):
+                starved.append(step.name)  # starved by a step before it, or the run's output is none
+                short.add(step.name)
             continue
         made = usable(plan, step)
         if made * 2 >= step.items:
             continue
         ended = ", ".join(f"{n} {k}" for k, n in sorted(step.statuses.items(), key=lambda kv: -kv[1]))
+        short.add(step.name)
         line = (f"nothing came out of step {step.name}: {step.items} item(s), none usable ({ended})" if made == 0
                 else f"step {step.name} made only {made} usable item(s) of {step.items} ({ended})")
         planned = plan.steps.get(step.name)
-        hint = getattr(planned.plugin, "empty_hint", "") if planned is not None else ""
+        # the step's hint (how to get a useful run: a real model) where it made nothing, or its
+        # models are mock ones (a real model falling short is told the figures, not "use one")
+        mock = planned is not None and any(plan.spec.llm.for_role(r).model.startswith("mock/")
+                                           for r in planned.roles)
+        hint = getattr(planned.plugin, "empty_hint", "") if planned is not None and (made == 0 or mock) else ""
         lines.append(line + (f"; {hint}" if hint else ""))
     if starved:
         lines.append(f"step{'s' if len(starved) > 1 else ''} {', '.join(starved)} had nothing to work on")

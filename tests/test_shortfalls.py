@@ -78,3 +78,35 @@ def test_tooltalk_generation_on_the_schema_mock_says_how_few_conversations_it_ma
     assert steps["conversations"]["statuses"].get("ok", 0) * 2 < steps["conversations"]["items"]
     line = next(line for line in report["shortfalls"] if "step conversations" in line)
     assert "invalid" in line and "run with a real model (--model gpt-4o)" in line
+
+
+def test_a_healthy_run_with_an_empty_step_and_a_real_model_falling_short_are_told_apart():
+    """An empty step is starved only below a step that fell short (APIGen-MT's recombination is
+    empty with pairs: 0 on a healthy run); the hint to use a real model is for mock runs or a
+    step that made nothing."""
+    from intellagent.plan import load_plan, model_overrides
+    from intellagent.registry import load_registry
+    from intellagent.results import StepSummary, shortfalls
+
+    def summaries(blueprints: dict[str, int]) -> list[StepSummary]:
+        counts = {"graph": {"ok": 1}, "contexts": {"ok": 1}, "blueprints": blueprints, "pairs": {"ok": 1},
+                  "combined": {}, "tasks": {"ok": 1}, "events": {"ok": 9}, "dialogs": {"ok": 9},
+                  "verdicts": {"pass": 5, "fail": 4}}
+        return [StepSummary(name=n, use=n, kind="generator" if n == "blueprints" else "step",
+                            items=sum(c.values()), statuses=c) for n, c in counts.items()]
+
+    real = load_plan("apigen-mt", load_registry(), overrides=model_overrides("gpt-4o-mini"))
+    assert shortfalls(real, summaries({"pass": 9})) == []
+    lines = shortfalls(real, summaries({"pass": 9, "fail": 11}))
+    assert lines[0].startswith("step blueprints made only 9 usable item(s) of 20")
+    assert not any("real model" in line for line in lines)
+    mock = load_plan("apigen-mt", load_registry())
+    assert "real model" in shortfalls(mock, summaries({"pass": 9, "fail": 11}))[0]
+
+
+def test_a_report_written_before_the_values_moved_out_is_read_as_it_is(tmp_path):
+    from intellagent_plugins.reporters.writers import read_report
+
+    old = {"items": [{"step": "events", "item": "E1", "status": "ok", "value": {"brief": "b"}}]}
+    (tmp_path / "report.json").write_text(json.dumps(old))
+    assert read_report(tmp_path / "report.json") == old

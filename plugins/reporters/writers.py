@@ -68,6 +68,8 @@ def read_report(path: Path, values: bool = True) -> dict[str, Any]:
     """A report.json as a dict, each item with its ``value`` from the values.jsonl beside it
     (``values=False``: without them, reading report.json alone)."""
     report = json.loads(Path(path).read_text(encoding="utf-8"))
+    if values and "values" not in report:  # written before the values moved out: they are inline
+        return report
     if values:
         with (Path(path).parent / report.get("values", VALUES)).open(encoding="utf-8") as fh:
             for item, line in zip(report["items"], fh, strict=True):

@@ -108,6 +108,31 @@ def test_transaction_rolls_back_on_error(shop):
     assert db.get("customers", "c1")["credit"] == 10
 
 
+def test_a_database_closed_while_a_tool_call_is_inside_a_transaction_closes_when_it_leaves(shop):
+    """A dialog cancelled (its run stopped) closes its database while a tool call still runs in
+    its own thread: freeing sqlite3 under a running statement crashed the process (a segfault in
+    CI); the connection now closes when the transaction ends, and the tool call finishes."""
+    db = load_environment(shop).seed_database()
+    inside, closed, seen = threading.Event(), threading.Event(), []
+
+    def tool_call():
+        with db.transaction():
+            inside.set()
+            closed.wait(5)
+            db.update("customers", "c1", credit=15)
+            seen.append(db.get("customers", "c1")["credit"])
+
+    thread = threading.Thread(target=tool_call)
+    thread.start()
+    inside.wait(5)
+    db.close()
+    closed.set()
+    thread.join(5)
+    assert seen == [15]  # the call went on with its connection
+    with pytest.raises(sqlite3.ProgrammingError):
+        db.conn.execute("SELECT 1")  # and it was closed as the transaction ended
+
+
 def test_diff_names_changed_fields_added_and_removed_rows(shop):
     db = load_environment(shop).seed_database()
     before = db.dump()

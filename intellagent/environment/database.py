@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import sqlite3
+import threading
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
@@ -191,6 +192,10 @@ class Database:
         self.schema = schema
         self.conn = connection
         self._depth = 0
+        # a tool call runs in a thread of its own and may still be inside a transaction when its
+        # dialog ends (cancelled, the run stopped): the connection is closed when it leaves
+        self._state = threading.Lock()
+        self._close_when_done = False
         self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
 
     # -- construction -------------------------------------------------------------------
@@ -251,6 +256,12 @@ class Database:
         self._base = dict(versions)
 
     def close(self) -> None:
+        """Close the connection, or, while a transaction is open (a tool call in another thread),
+        as soon as it ends: sqlite3 freed under a running statement crashes the process."""
+        with self._state:
+            if self._depth:
+                self._close_when_done = True
+                return
         self.conn.close()
 
     def __del__(self) -> None:
@@ -267,19 +278,25 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator["Database"]:
         """All writes inside commit together, or none does if an exception escapes."""
-        name = f"sp{self._depth}"
-        self.conn.execute(f"SAVEPOINT {name}")
-        self._depth += 1
+        with self._state:
+            name = f"sp{self._depth}"
+            self._depth += 1
         try:
-            yield self
-        except BaseException:
-            self.conn.execute(f"ROLLBACK TO {name}")
-            self.conn.execute(f"RELEASE {name}")
-            raise
-        else:
-            self.conn.execute(f"RELEASE {name}")
+            self.conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield self
+            except BaseException:
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
+                raise
+            else:
+                self.conn.execute(f"RELEASE {name}")
         finally:
-            self._depth -= 1
+            with self._state:
+                self._depth -= 1
+                closing = not self._depth and self._close_when_done
+            if closing:
+                self.conn.close()
 
     # -- records ------------------------------------------------------------------------
 

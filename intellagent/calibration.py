@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from pydantic import BaseModel, Field
 from intellagent.errors import IntellagentError
 from intellagent.metrics import Z95, wilson
 from intellagent.results import finals
-from intellagent.yamlio import _read_text
+from intellagent.yamlio import _read_text, json_lines
 
 MAX_LABEL_BYTES = 50_000_000  # a labels file larger than this is refused
 MAX_LABELS = 200_000  # rows of one labels file
@@ -178,17 +177,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         except csv.Error as exc:
             raise IntellagentError(f"not CSV: {exc}", file=path, line=reader.line_num) from None
     elif path.suffix.lower() in (".jsonl", ".json"):
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise IntellagentError(f"not JSON: {exc.msg}", file=path, line=number) from None
-            except RecursionError:
-                raise IntellagentError("not JSON: nested too deeply", file=path, line=number) from None
-            except ValueError as exc:  # e.g. an integer past Python's digit limit
-                raise IntellagentError(f"not JSON: {exc}", file=path, line=number) from None
+        for number, row in json_lines(text, path, error=IntellagentError):
             if not isinstance(row, dict):
                 raise IntellagentError("each line is a JSON object {item, violated, subject column}", file=path,
                                        line=number)

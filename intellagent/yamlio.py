@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
@@ -13,7 +13,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from intellagent.bounds import MAX_YAML_VALUES
-from intellagent.errors import ConfigError
+from intellagent.errors import ConfigError, IntellagentError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,6 +58,24 @@ def check_expansion(data: Any, path: str | Path | None, line: int | None = None)
         raise ConfigError(f"its aliases expand to more than {MAX_YAML_VALUES:,} values (the bound of a "
                           "YAML file)", file=path, line=line)
     return data
+
+
+def json_lines(text: str, path: Path, *, error: type[IntellagentError] = ConfigError,
+               what: str = "not JSON") -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSONL text, parsed, with its line number; a line that is not JSON
+    (or nested too deeply to read) is ``error("{what}: …")`` naming the file and line."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{what}: {exc.msg}", file=path, line=number) from None
+        except RecursionError:
+            raise error(f"{what}: nested too deeply", file=path, line=number) from None
+        except ValueError as exc:  # e.g. an integer past Python's digit limit
+            raise error(f"{what}: {exc}", file=path, line=number) from None
+        yield number, value
 
 
 def read_yaml(path: str | Path) -> Any:

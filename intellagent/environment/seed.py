@@ -11,6 +11,7 @@ from typing import Any
 
 from intellagent.environment.dbschema import Column, Table, value_problem
 from intellagent.errors import EnvironmentError_
+from intellagent.yamlio import json_lines
 
 SEED_SUFFIXES = (".json", ".jsonl", ".csv")
 
@@ -87,15 +88,7 @@ def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict
         else:
             raise EnvironmentError_("expected a JSON object (keyed rows) or a list of rows", file=path)
     elif kind == "jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=n) from None
-            except RecursionError:
-                raise EnvironmentError_("invalid JSON: nested too deeply", file=path, line=n) from None
+        for n, record in json_lines(text, path, error=EnvironmentError_, what="invalid JSON"):
             add(record, f"line {n}")
     elif kind == "csv":
         reader = csv.DictReader(io.StringIO(text))

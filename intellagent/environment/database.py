@@ -158,7 +158,7 @@ def _connection_pragmas(conn: sqlite3.Connection) -> None:
 class _Decoder:
     """Raw SQLite rows of one table to (key, record), with the per-column work decided once."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table_name: str, table: Table) -> None:
         names = list(table.columns)
         self.pk = names.index(table.primary_key)
         self.json = [i for i, c in enumerate(table.columns.values()) if c.type == "json"]
@@ -169,6 +169,8 @@ class _Decoder:
         self.plain = not (self.json or self.bool or self.omit or drop_key)
         self.names = names
         self.columns = ", ".join(_q(c) for c in names)  # the SELECT list, quoted once
+        self.by_key = f"SELECT {self.columns} FROM {_q(table_name)} WHERE {_q(table.primary_key)} = ?"
+        self.exists = f"SELECT 1 FROM {_q(table_name)} WHERE {_q(table.primary_key)} = ?"
 
     def __call__(self, raw: tuple) -> tuple[str, dict[str, Any]]:
         if self.plain:
@@ -197,6 +199,12 @@ class Database:
         self._state = threading.Lock()
         self._close_when_done = False
         self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
+        # the schema's caches, held here: pydantic's look-up of a private attribute is ~3 µs,
+        # and a tool call reads a few rows, each through the decoder
+        self._decoders: dict[str, _Decoder] = schema._decoders
+        self._statements: dict[tuple[str, bool], str] = schema._statements
+        self._row_json_text: dict[tuple, str] = schema._row_json_text
+        self._keys: dict[str, list[str]] | None = None  # a frozen database's keys, per table
 
     # -- construction -------------------------------------------------------------------
 
@@ -308,10 +316,10 @@ class Database:
 
     def _decoder(self, table: Table) -> "_Decoder":
         """The table's row decoder, made once per schema."""
-        decoders = self.schema._decoders
-        decode = decoders.get(id(table))
+        decode = self._decoders.get(id(table))
         if decode is None:
-            decode = decoders[id(table)] = _Decoder(table)
+            name = next(n for n, t in self.schema.tables.items() if t is table)
+            decode = self._decoders[id(table)] = _Decoder(name, table)
         return decode
 
     def _decode(self, table: Table, row: sqlite3.Row | tuple) -> tuple[str, dict[str, Any]]:
@@ -332,9 +340,9 @@ class Database:
 
     def get(self, table: str, key: Any) -> dict[str, Any] | None:
         """The record with primary key ``key``, or None."""
-        pk = self._table(table).primary_key
-        rows = self._select(table, f"WHERE {_q(pk)} = ?", (key,))
-        return rows[0][1] if rows else None
+        decode = self._decoder(self._table(table))
+        raw = self.conn.execute(decode.by_key, (key,)).fetchone()
+        return None if raw is None else decode(raw)[1]
 
     def raw_rows(self, table: str, keys: list[Any] | None = None) -> Iterable[tuple]:
         """The rows of ``table`` as SQLite holds them (the decoder's columns, unordered): all of
@@ -355,7 +363,7 @@ class Database:
         raw = next(iter(self.raw_rows(table, [key])), None)
         if raw is None:
             return None
-        cache = self.schema._row_json_text
+        cache = self._row_json_text
         text = cache.get((table, raw))
         if text is None:
             _keep_recent(cache, ROWS_KEPT)
@@ -363,9 +371,7 @@ class Database:
         return text
 
     def has(self, table: str, key: Any) -> bool:
-        pk = self._table(table).primary_key
-        return self.conn.execute(
-            f"SELECT 1 FROM {_q(table)} WHERE {_q(pk)} = ?", (key,)).fetchone() is not None
+        return self.conn.execute(self._decoder(self._table(table)).exists, (key,)).fetchone() is not None
 
     def items(self, table: str) -> list[tuple[str, dict[str, Any]]]:
         """Every (key, record) of ``table``, in insertion order."""
@@ -385,9 +391,23 @@ class Database:
 
     def keys(self, table: str, limit: int | None = None) -> list[str]:
         """The table's keys in insertion order (the first ``limit`` of them)."""
+        if self._keys is not None:  # frozen: read once
+            keys = self._keys.get(table)
+            if keys is None:
+                keys = self._keys[table] = self._read_keys(table, None)
+            return list(keys[:limit])
+        return self._read_keys(table, limit)
+
+    def _read_keys(self, table: str, limit: int | None) -> list[str]:
         pk = self._table(table).primary_key
         return [str(r[0]) for r in self.conn.execute(
             f"SELECT {_q(pk)} FROM {_q(table)} ORDER BY rowid LIMIT ?", (-1 if limit is None else limit,))]
+
+    def freeze(self) -> None:
+        """Refuse every write from now on (SQLite's query_only) and read each table's keys once:
+        the seed that every event reads its candidates from and copies."""
+        self.conn.execute("PRAGMA query_only = ON")
+        self._keys = {}
 
     def count(self, table: str) -> int:
         return self.conn.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0]
@@ -429,7 +449,7 @@ class Database:
     def _write(self, tname: str, table: Table, row: dict[str, Any], key: Any) -> None:
         """Insert a checked row, or update the one at ``key`` with it."""
         self._check_references(tname, table, row)
-        statements = self.schema._statements
+        statements = self._statements
         sql = statements.get((tname, key is None))
         if sql is None:
             if key is None:

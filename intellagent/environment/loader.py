@@ -117,7 +117,7 @@ class Environment(BaseModel):
         """Keep ``db``, a faultless build of the seed, as the one copies are made from (the
         caller holds the lock, or no run has started)."""
         db.hash()  # its tables' hash texts cached: a copy's hash reads only the rows it wrote
-        db.conn.execute("PRAGMA query_only = ON")  # read through seed_view, copied, never written
+        db.freeze()  # read through seed_view, copied, never written
         self._seed_db = db
 
     def loaded_seed(self) -> dict[str, dict[str, Any]]:

@@ -47,6 +47,7 @@ class LLM:
         self._semaphore = asyncio.Semaphore(self.settings.max_concurrency)
         self._providers: dict[str, Any] = dict(providers or {})
         self._by_role: dict[str, Any] = {}
+        self._endpoints: dict[str, tuple[Any, dict[str, Any] | None]] = {}  # role → (settings, endpoint)
         self._inflight: dict[str, asyncio.Future] = {}  # identical requests share one call
         self._jitter = random.Random()  # timing only; never shapes a result
         self.spent_usd = 0.0
@@ -227,14 +228,20 @@ class LLM:
     def _request(self, role: str, messages: list[dict[str, Any]], sample: str | None = None,
                  **extra: Any) -> ChatRequest:
         settings = self.settings_for(role)
-        endpoint = {k: v for k, v in settings.fingerprint().items()
-                    if k not in ("model", "temperature", "max_tokens") and v not in (None, {})}
+        known = self._endpoints.get(role)
+        if known is None or known[0] is not settings:
+            endpoint = {k: v for k, v in settings.fingerprint().items()
+                        if k not in ("model", "temperature", "max_tokens") and v not in (None, {})}
+            known = self._endpoints[role] = (settings, endpoint or None)
         # another draw of the same question gets a seed of its own (a model that honours seeds
         # samples it afresh) and a cache entry of its own (a trial is never a replay of another)
         seed = self.seed if sample is None else int(content_hash(self.seed, sample)[:8], 16)
-        return ChatRequest(model=settings.model, messages=messages, temperature=settings.temperature,
-                           max_tokens=settings.max_tokens, seed=seed, endpoint=endpoint or None,
-                           sample=sample, **extra)
+        # built without validation: every field comes from validated settings or from the step
+        # (a conversation of plain dicts), and validating a long conversation copies it value by
+        # value on every call; the list is copied, so a step appending to its own is not seen
+        return ChatRequest.model_construct(
+            model=settings.model, messages=list(messages), temperature=settings.temperature,
+            max_tokens=settings.max_tokens, seed=seed, endpoint=known[1], sample=sample, **extra)
 
     async def chat(self, messages: list[dict[str, Any]], *, role: str = "default",
                    stage: str | None = None, tools: list[dict[str, Any]] | None = None,

@@ -21,8 +21,18 @@ def output_cap(schema: dict[str, Any] | None) -> int:
     [FLOOR, CEILING]."""
     if not schema:
         return CEILING
+    known = _CAPS.get(id(schema))
+    if known is not None and known[0] is schema:  # a response model's schema is one dict per class
+        return known[1]
     estimate = _tokens(schema, schema.get("$defs") or schema.get("definitions") or {}, 0)
-    return max(FLOOR, min(CEILING, 2 * estimate + 32))
+    cap = max(FLOOR, min(CEILING, 2 * estimate + 32))
+    if len(_CAPS) >= 128:
+        _CAPS.clear()
+    _CAPS[id(schema)] = (schema, cap)  # the schema held: its id is not reused while it is here
+    return cap
+
+
+_CAPS: dict[int, tuple[dict[str, Any], int]] = {}
 
 
 def _tokens(node: Any, defs: dict[str, Any], depth: int) -> int:

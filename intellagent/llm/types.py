@@ -74,11 +74,12 @@ class ChatRequest(BaseModel):
         request's body (``encoded``), so the longest parts of a request are encoded once, not
         once for the key and again to send."""
         parts = []
+        texts = self.__pydantic_private__["_texts"]  # not through pydantic's __getattr__ (~3 µs)
         for name in _FIELDS:
             value = getattr(self, name)
             text = sorted_dumps(value)
             if name in _SPLICED and value:
-                self._texts[name] = text
+                texts[name] = text
             parts.append(f'"{name}":{text}')
         return "{" + ",".join(parts) + "}"
 
@@ -88,7 +89,7 @@ class ChatRequest(BaseModel):
         ones; comparing them is a fraction of encoding them); else None."""
         if name not in _SPLICED:  # before the private attribute: pydantic's lookup of one is ~3 µs
             return None
-        text = self._texts.get(name)
+        text = self.__pydantic_private__["_texts"].get(name)
         return text if text is not None and value == getattr(self, name) else None
 
     def key(self, canonical: str | None = None) -> str:

@@ -136,9 +136,16 @@ def substitute(value: Any, keys: dict[str, str]) -> Any:
 
 
 def _in_text(text: str, keys: dict[str, str]) -> str:
+    """``text`` with each symbol (a whole word) replaced by its key, symbol after symbol (a key
+    may name a later symbol)."""
     for symbol, key in keys.items():
-        text = re.sub(rf"\b{re.escape(symbol)}\b", key, text)
+        text = _symbol_pattern(symbol).sub(lambda _m, key=key: key, text)
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def _symbol_pattern(symbol: str) -> re.Pattern[str]:
+    return re.compile(rf"\b{re.escape(symbol)}\b")
 
 
 class SymbolicEvents(Generator):

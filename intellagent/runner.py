@@ -194,6 +194,7 @@ class Runner:
         assert self.items is not None
         executor = self.plan.executor
         keeper = asyncio.ensure_future(self.items.keep_claims())
+        flusher = asyncio.ensure_future(self._flush_on_time())
         # the environment's seed database, built in a thread while the first model calls are in
         # flight rather than by the first item that needs it (a failure there is raised again,
         # where it belongs, by the first copy)
@@ -213,7 +214,16 @@ class Runner:
             raise first_error(group) from None
         finally:
             keeper.cancel()
+            flusher.cancel()
             await executor.close()
+
+    async def _flush_on_time(self) -> None:
+        """The store's buffered rows committed at most ``FLUSH_SECONDS`` apart while the run waits
+        (its model calls in flight add no row): a worker waiting for an item this process has
+        finished sees it then, not when the next row happens to come."""
+        while True:
+            await asyncio.sleep(self.store.FLUSH_SECONDS)
+            self.store.flush_due()
 
     def _check_prices(self) -> None:
         """A model with no known price: a warning naming it; with a dollar budget (and no token

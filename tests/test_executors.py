@@ -39,11 +39,35 @@ def comparable(report: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def slow_model():
+def model_server():
     """A local OpenAI-compatible server answering in 50 ms: an event takes about half a second,
     so a worker that starts a second late still finds items to take."""
     with OpenAIServer(latency=0.05, list_items=3) as server:
-        yield ["--set", f"llm.default={{model: gpt-4o-mini, base_url: '{server.base_url}'}}"]
+        yield server
+
+
+@pytest.fixture
+def slow_model(model_server):
+    model_server.hold = None
+    yield ["--set", f"llm.default={{model: gpt-4o-mini, base_url: '{model_server.base_url}'}}"]
+    model_server.hold = None
+
+
+def until_two_take_units(workspace: Path):
+    """A server hold: once the run's items are being taken, no answer until a second process has
+    taken one (on a loaded machine a worker process may take seconds to start, and the first
+    process alone would otherwise take every item before it does)."""
+    def hold() -> bool:
+        path = workspace / "intellagent.db"
+        if not path.exists():
+            return False
+        try:
+            with sa.create_engine(f"sqlite:///{path}").connect() as conn:
+                owners = {o for o, in conn.exec_driver_sql("SELECT DISTINCT owner FROM work_units")}
+        except sa.exc.OperationalError:  # the table is not there yet
+            return False
+        return len(owners) == 1
+    return hold
 
 
 def units(store: Store) -> dict[str, int]:
@@ -99,11 +123,12 @@ def test_other_tasks_run_between_items_whose_work_never_suspends():
     assert len(seen) == 20 and seen[-1] - seen[0] >= 9, seen  # a turn after every two items
 
 
-def test_processes_share_the_items_of_one_run(runner, tmp_path, slow_model):
+def test_processes_share_the_items_of_one_run(runner, tmp_path, slow_model, model_server):
     reference = tmp_path / "one"
     args = ["run", "retail", "--events", str(EVENTS), *slow_model]
     assert runner.invoke(cli, [*args, "--workspace", str(reference)]).exit_code == 0
     ws = tmp_path / "two"
+    model_server.hold = until_two_take_units(ws)
     result = subprocess.run([sys.executable, "-m", "intellagent", *args, "--workspace", str(ws),
                              "--executor", "processes", "--workers", "2",
                              "--set", "executor.with.items_in_flight=2"],

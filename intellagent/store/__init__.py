@@ -142,6 +142,13 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         with self._writing() as conn:  # two processes starting on a new store: one migrates
             return migrate(conn)
 
+    def flush_due(self) -> None:
+        """Commit what is buffered if ``FLUSH_SECONDS`` have passed since the last commit: a run
+        calls it on a timer, so rows are committed that far apart even while no new row comes
+        (another process of the run waits for an item this one has finished)."""
+        if time.monotonic() - self._last_flush >= self.FLUSH_SECONDS:
+            self.flush()
+
     def _maybe_flush(self) -> None:
         if (len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS
                 or time.monotonic() - self._last_flush >= self.FLUSH_SECONDS):

@@ -41,6 +41,8 @@ REFUSALS = {"400": "the request is not valid", "401": "Incorrect API key provide
 #:   (``llama_cpp.server``);
 #: - ``tools-as-text``: offered tools with automatic choice, the model writes its tool call as
 #:   JSON text in the content instead of a tool call (a chat template without tool support).
+HOLD_POLL = 0.05
+HOLD_LIMIT = 120.0  # seconds a held request waits at most: a test whose condition never comes fails, not hangs
 QUIRKS = ("ignore-tool-choice", "json-schema-500", "reject-null-content", "tools-as-text")
 
 Responder = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -56,6 +58,9 @@ class OpenAIServer:
                  quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0,
                  echo_key: bool = False, prompt_cache: bool = False) -> None:
         self.latency = latency
+        # a test's condition to answer on: while ``hold()`` is true every request waits (at most
+        # HOLD_LIMIT seconds), e.g. until a second process of a run has taken work of its own
+        self.hold: Callable[[], bool] | None = None
         self.quirks = set(quirks)
         unknown = self.quirks - set(QUIRKS)
         if unknown:
@@ -197,6 +202,10 @@ class OpenAIServer:
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
+            waited = 0.0
+            while self.hold is not None and waited < HOLD_LIMIT and self.hold():
+                await asyncio.sleep(HOLD_POLL)
+                waited += HOLD_POLL
         finally:
             self.in_flight -= 1
         fault = self._next_fault()

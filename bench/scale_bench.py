@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from llm_bench import Extracted, make_llm, messages, server_process  # noqa: E402
 
 from intellagent.environment import load_environment  # noqa: E402
+from intellagent.executors import items_in_flight  # noqa: E402
 from intellagent.llm import client as llm_client  # noqa: E402
 from intellagent.plan import load_plan  # noqa: E402
 from intellagent.registry import load_registry  # noqa: E402
@@ -147,7 +148,8 @@ async def one_process(events: int, latency: float, in_flight: int, port: int = 0
     longest = max(chains.values(), default=0)
     events_bound = max(event_calls / in_flight, longest) * latency
     bound = extract + events_bound
-    replay = extract + replayed([chains[k] for k in sorted(chains)], latency, in_flight, 2 * in_flight)
+    at_once = items_in_flight(2 * in_flight)  # as the local executor takes them (the runner's bound: twice the slots)
+    replay = extract + replayed([chains[k] for k in sorted(chains)], latency, in_flight, at_once)
     window = meter.window_medians()
     print(f"1. one process: airline, {events} events, {latency * 1000:.0f} ms latency, {in_flight} in flight")
     print(f"   model calls {len(calls)} by step {dict(sorted(by_step.items()))}; "
@@ -159,7 +161,7 @@ async def one_process(events: int, latency: float, in_flight: int, port: int = 0
     print(f"   wall {wall:.1f} s vs the latency-bound schedule {replay:.1f} s = {wall / replay:.2f}× "
           f"(target ≤ 1.2×; the schedule: the graph's levels, then this run's events, each its chain "
           f"of sequential calls, replayed by a client with no overhead: exactly {latency} s a call, "
-          f"{in_flight} slots, events taken in order {2 * in_flight} at a time as the local executor does)")
+          f"{in_flight} slots, events taken in order {at_once} at a time as the local executor does)")
     print(f"   lower bound {bound:.1f} s = graph levels {levels} calls → {extract:.1f} s + events "
           f"max({event_calls}/{in_flight}, {longest}) × {latency} s = {events_bound:.1f} s "
           f"({'the first level is the structured-output probe' if probe else 'no probe'}); wall "

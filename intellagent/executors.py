@@ -114,10 +114,27 @@ async def _bounded(work: Callable[[T], Awaitable[None]], items: Iterable[T], lim
         raise
 
 
+def model_slots(limit: int) -> int:
+    """The run's model slots (``llm.max_concurrency``) from the bound the runner gives a fan-out,
+    which is twice them. An item has one model call in flight at a time."""
+    return max(2, limit // 2)
+
+
+def items_in_flight(limit: int) -> int:
+    """Items a local fan-out keeps in progress (at most ``limit``): one per model slot and a
+    quarter more, so a slot that an item leaves for its own work (a tool call, the store) is taken
+    at once. An item holds its state until it ends (a dialog its event database, 0.7 MB for
+    airline): at twice the slots, half of the items waited for a slot, holding theirs (128 over
+    64 slots, 28 MiB more at the peak of a 1,600-event run than of a 100-event one, at the same
+    wall time)."""
+    slots = model_slots(limit)
+    return min(limit, slots + max(2, slots // 4))
+
+
 class LocalConfig(StrictModel):
     items_in_flight: int | None = Field(default=None, ge=1, le=MAX_PARALLEL,
-                                        description="Items in progress at "
-                                        "once per fan-out (default: twice the model concurrency).")
+                                        description="Items in progress at once per fan-out "
+                                        "(default: the model concurrency and a quarter more).")
 
 
 class LocalExecutor(Executor):
@@ -128,7 +145,7 @@ class LocalExecutor(Executor):
 
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
                   limit: int, key: Callable[[T], str] | None = None) -> None:
-        await _bounded(work, items, self.config.items_in_flight or limit)
+        await _bounded(work, items, self.config.items_in_flight or items_in_flight(limit))
 
 
 class SharedExecutor(Executor):
@@ -152,7 +169,7 @@ class SharedExecutor(Executor):
                   limit: int, key: Callable[[T], str] | None = None) -> None:
         # one item has one model call in flight at a time: as many items as model slots keep
         # them busy, and leave the rest for the other workers to take
-        limit = getattr(self.config, "items_in_flight", None) or max(2, limit // 2)
+        limit = getattr(self.config, "items_in_flight", None) or model_slots(limit)
         if self.run is None or key is None or _inside_unit.get():
             await _bounded(work, items, limit)
             return

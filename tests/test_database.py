@@ -523,3 +523,20 @@ def test_an_event_holds_no_database_while_it_waits_for_the_model(runner, tmp_pat
     generating = [n for name, n in calls if name in ("ScenarioDraft", "RowsDraft")]
     assert len(generating) >= 3, calls
     assert max(generating) == first, calls
+
+
+def test_the_frozen_seed_refuses_writes_and_gives_each_caller_its_own_list_of_keys(shop):
+    env = load_environment(shop)
+    seed = env.seed_view()
+    keys = seed.keys("customers")
+    assert keys == [r[0] for r in seed.execute("SELECT customer_id FROM customers ORDER BY rowid")]
+    assert seed.keys("customers", limit=1) == keys[:1]
+    keys.append("not-a-key")  # a caller's list is its own: the next caller's is as it was
+    assert "not-a-key" not in seed.keys("customers")
+    with pytest.raises(sqlite3.OperationalError):  # query_only
+        seed.execute("DELETE FROM orders")
+    copy = env.seed_database()  # a copy is writable and reads its own keys
+    copy.delete("orders", copy.keys("orders")[0])
+    assert len(copy.keys("orders")) == len(seed.keys("orders")) - 1
+    assert copy.get("customers", "no-such-key") is None and not copy.has("customers", "no-such-key")
+    assert copy.get("customers", keys[0]) == seed.get("customers", keys[0])

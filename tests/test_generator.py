@@ -189,3 +189,10 @@ def test_on_the_mock_model_at_most_three_percent_of_events_are_invalid(env, runn
     assert total == 150
     assert invalid / total <= 0.03, f"{invalid} of {total} events invalid"
 
+
+
+def test_symbols_in_the_scenario_text_become_their_keys_whole_words_only_and_literally():
+    from intellagent_plugins.intellagent.generator import _in_text
+
+    text = "USER books for USER_2; USERS and xUSER stay."
+    assert _in_text(text, {"USER": r"u\1", "USER_2": "u2"}) == r"u\1 books for u2; USERS and xUSER stay."

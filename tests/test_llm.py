@@ -787,3 +787,15 @@ def test_the_structured_mode_probe_is_not_billed_to_the_first_call(openai_server
     probe, call = openai_server.requests
     assert "ok" in json.dumps(probe["messages"])
     assert outcome.usage.prompt_tokens == max(1, len(json.dumps(call["messages"])) // 4)
+
+
+def test_a_request_keeps_the_conversation_as_it_was_asked_and_the_key_of_a_validated_one():
+    llm = LLM(LLMSettings(default=ModelSettings(model="mock/schema", temperature=0.3)))
+    messages = [{"role": "user", "content": "hello"}]
+    request = llm._request("default", messages, "trial-1", tools=[{"type": "function"}])
+    messages.append({"role": "assistant", "content": "later"})  # the step goes on with its list
+    assert request.messages == [{"role": "user", "content": "hello"}]
+    validated = ChatRequest(**request.model_dump())
+    assert request.canonical() == validated.canonical() and request.key() == validated.key()
+    again = llm._request("default", [{"role": "user", "content": "hello"}], "trial-1", tools=[{"type": "function"}])
+    assert again.key() == request.key()  # the role's endpoint settings, kept, are the same

@@ -201,7 +201,7 @@ class Database:
         self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
         # the schema's caches, held here: pydantic's look-up of a private attribute is ~3 µs,
         # and a tool call reads a few rows, each through the decoder
-        self._decoders: dict[str, _Decoder] = schema._decoders
+        self._decoders: dict[int, _Decoder] = schema._decoders  # id(table) → its decoder
         self._statements: dict[tuple[str, bool], str] = schema._statements
         self._row_json_text: dict[tuple, str] = schema._row_json_text
         self._keys: dict[str, list[str]] | None = None  # a frozen database's keys, per table
@@ -395,7 +395,7 @@ class Database:
             keys = self._keys.get(table)
             if keys is None:
                 keys = self._keys[table] = self._read_keys(table, None)
-            return list(keys[:limit])
+            return keys[:limit]  # a copy (a slice): the caller may change it
         return self._read_keys(table, limit)
 
     def _read_keys(self, table: str, limit: int | None) -> list[str]:

@@ -150,9 +150,10 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
             self.flush()
 
     def _maybe_flush(self) -> None:
-        if (len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS
-                or time.monotonic() - self._last_flush >= self.FLUSH_SECONDS):
+        if len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS:
             self.flush()
+        else:
+            self.flush_due()
 
     def flush(self) -> None:
         """Commit every buffered call row, item, run item and released claim, in one

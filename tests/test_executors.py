@@ -10,6 +10,7 @@ import asyncio
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -61,12 +62,14 @@ def until_two_take_units(workspace: Path):
         path = workspace / "intellagent.db"
         if not path.exists():
             return False
+        conn = sqlite3.connect(path)
         try:
-            with sa.create_engine(f"sqlite:///{path}").connect() as conn:
-                owners = {o for o, in conn.exec_driver_sql("SELECT DISTINCT owner FROM work_units")}
-        except sa.exc.OperationalError:  # the table is not there yet
+            owners = conn.execute("SELECT COUNT(DISTINCT owner) FROM work_units").fetchone()[0]
+        except sqlite3.OperationalError:  # the table is not there yet
             return False
-        return len(owners) == 1
+        finally:
+            conn.close()
+        return owners == 1
     return hold
 
 

@@ -59,3 +59,24 @@ def test_the_async_validator_check_of_a_per_call_subclass_is_its_bases():
     assert instructor_memo._checked_as(Marked) is Marked
     with pytest.raises(ValueError, match="async validators"):
         check(Marked)
+
+
+def test_a_docstring_is_parsed_once_for_every_class_that_shares_it():
+    """instructor reads each class's docstring for its tool schema; classes made per event
+    share one, which is parsed once, and each schema still takes its parameter descriptions."""
+    from pydantic import BaseModel, create_model
+
+    instructor_memo.apply()
+    from instructor.v2.providers.openai import schema
+
+    assert getattr(schema.parse, "__intellagent_memo__", None) is not None
+    doc = "Pick a seat.\n\nArgs:\n    seat: the seat's number\n"
+    first, second = (create_model(f"Pick{i}", __base__=BaseModel, __doc__=doc, seat=(int, ...))
+                     for i in range(2))
+    parses = schema.parse.cache_info()
+    tools = [schema.generate_openai_schema(m) for m in (first, second)]
+    after = schema.parse.cache_info()
+    assert (after.misses - parses.misses, after.hits - parses.hits) in {(1, 1), (0, 2)}
+    assert [t["parameters"]["properties"]["seat"]["description"] for t in tools] == ["the seat's number"] * 2
+    assert tools[0]["description"] == tools[1]["description"]
+    assert tools[0]["description"].startswith("Pick a seat.")

@@ -8,11 +8,17 @@ class made per call that adds nothing to its base but a class attribute is its b
 instructor modules bind these helpers at import, so every loaded ``instructor`` module's
 reference is replaced; if a future instructor renames them, nothing is patched and calls are
 merely slower.
+
+instructor also reads the docstring of every class it makes a tool schema for
+(``docstring_parser.parse``, which builds its parsers and their regular expressions anew on
+each call). A step that makes a response class per event (each with its own field values)
+gives them all the same docstring, so the parse is memoized by its text.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import sys
 from typing import Any, Callable
@@ -65,13 +71,32 @@ def _memo_by_checked_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return wrapper
 
 
+def _memo_by_text(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(text, *rest)`` memoized by its arguments (all of them hashable: a docstring and a
+    style); the parsed docstring is only read by its callers."""
+    return functools.lru_cache(maxsize=MAX_ENTRIES)(fn)
+
+
 TARGETS = (("instructor.v2.core.response_model", "prepare_response_model", _memo_by_class),
-           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_checked_class))
+           ("instructor.v2.validation.async_validators", "reject_async_validators", _memo_by_checked_class),
+           ("docstring_parser", "parse", _memo_by_text))
+
+_MEMOS: dict[tuple[str, str], Callable[..., Any]] = {}
+"""The wrapper of each target, made once (a target's own module may keep its original)."""
+
+EAGER = ("instructor.v2.providers.openai.schema",)
+"""instructor modules loaded on their first use, imported here so that their references are
+patched too (the OpenAI tool schema's docstring parse)."""
 
 
 def apply() -> int:
     """Point every loaded instructor module at the wrapped helpers; returns how many
     references now use them."""
+    for name in EAGER:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another instructor layout: that reference stays as it is
+            pass
     replaced = 0
     for module_name, attr, wrap in TARGETS:
         home = sys.modules.get(module_name)
@@ -79,11 +104,10 @@ def apply() -> int:
         if current is None:
             continue
         original = getattr(current, "__intellagent_memo__", current)
-        if current is original:
-            memo = wrap(original)
+        memo = _MEMOS.get((module_name, attr))
+        if memo is None or memo.__intellagent_memo__ is not original:  # type: ignore[attr-defined]
+            memo = _MEMOS[module_name, attr] = wrap(original)
             memo.__intellagent_memo__ = original  # type: ignore[attr-defined]
-        else:
-            memo = current
         for name, module in list(sys.modules.items()):
             if (name == "instructor" or name.startswith("instructor.")) and module is not None:
                 value = getattr(module, attr, None)

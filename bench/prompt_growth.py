@@ -12,7 +12,10 @@ figure, the growth of τ-bench's own user prompt built from the
 same texts (its layout: system instruction, "Hi! How can I help you today?", then the
 conversation with roles flipped, the user's raw replies resent). Targets: the user's growth ≤ 1.2×
 τ-bench's; ≥ 90 % of each dialog call's prompt a prefix of the previous one's (the worst call
-is the second of a dialog, whose prompt is the shortest).
+is the second of a dialog, whose prompt is the shortest). Last, how many calls extend the previous
+call's whole prompt unchanged (only append to it). For such a call the prefix share is the previous
+prompt's length over its own: with a first prompt of P characters and T more a turn, the second
+call's share is P / (P + T), under 90 % whenever P < 9 T, however the prompt is built.
 """
 
 from __future__ import annotations
@@ -58,9 +61,10 @@ def tokens(messages: list[dict]) -> int:
     return len(json.dumps(messages, ensure_ascii=False)) // 4
 
 
-def prefix_share(previous: tuple[str, list[dict]], current: tuple[str, list[dict]]) -> tuple[int, int]:
+def prefix_share(previous: tuple[str, list[dict]], current: tuple[str, list[dict]]) -> tuple[int, int, bool]:
     """(characters of ``current``'s prompt, tools or schema then messages, that are a
-    byte-identical prefix of ``previous``'s; its length)."""
+    byte-identical prefix of ``previous``'s; its length; whether ``current`` extends the whole of
+    ``previous`` unchanged, only appending)."""
     a = previous[0] + json.dumps(previous[1], ensure_ascii=False)[:-1]  # where new messages go
     b = current[0] + json.dumps(current[1], ensure_ascii=False)
     common = 0
@@ -68,10 +72,10 @@ def prefix_share(previous: tuple[str, list[dict]], current: tuple[str, list[dict
         if x != y:
             break
         common += 1
-    return common, len(b)
+    return common, len(b), common == len(a)
 
 
-def figures(role: str) -> tuple[float, float, float, int]:
+def figures(role: str) -> tuple[float, float, float, int, int]:
     by_dialog: dict[str, list[tuple[str, list[dict]]]] = defaultdict(list)
     for dialog, head, messages in REQUESTS[role]:
         by_dialog[dialog].append((head, messages))
@@ -86,9 +90,10 @@ def figures(role: str) -> tuple[float, float, float, int]:
             user_turns = [c for c in calls if c[-1]["role"] == "user"]
             if len(user_turns) > 1:
                 growth.append((tokens(user_turns[-1]) - tokens(user_turns[0])) / (len(user_turns) - 1))
-    worst = min(common / total for common, total in shares)
-    overall = sum(common for common, _ in shares) / sum(total for _, total in shares)
-    return statistics.mean(growth), worst, overall, len(shares)
+    worst = min(common / total for common, total, _ in shares)
+    overall = sum(common for common, _, _ in shares) / sum(total for _, total, _ in shares)
+    appended = sum(1 for _, _, whole in shares if whole)
+    return statistics.mean(growth), worst, overall, len(shares), appended
 
 
 def tau_bench_growth(turns: int) -> float:
@@ -120,9 +125,10 @@ def main() -> None:
                              workspace=Path(tmp), progress_stream=open("/dev/null", "w")))
     baseline = tau_bench_growth(args.turns)
     for role in ("user", "agent"):
-        growth, worst, overall, calls = figures(role)
+        growth, worst, overall, calls, appended = figures(role)
         line = (f"{role:<6} prompt growth per user turn {growth:.1f} tokens; a prefix of the previous "
-                f"call: {overall:.1%} of all prompt tokens, ≥ {worst:.1%} of each ({calls} calls)")
+                f"call: {overall:.1%} of all prompt tokens, ≥ {worst:.1%} of each ({calls} calls); "
+                f"{appended} of {calls} calls extend the previous one unchanged")
         if role == "user":
             line += f"; τ-bench's user on the same texts: {baseline:.1f} tokens (ratio {growth / baseline:.2f}, target ≤ 1.2)"
         print(line)

@@ -602,7 +602,10 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     if report.info.structured:
         click.echo(f"  structured output: {report.info.structured_text()}")
     if report.info.budget_left:
-        click.echo(f"  budget: {report.info.budget_left} left unspent")
+        refused = report.info.budget_refused
+        click.echo(f"  budget: {report.info.budget_left} left unspent" + (
+            f"; the next call could cost {refused} (its prompt and output cap, re-asks included), "
+            "more than was left" if refused else ""))
     for gate in report.gates:
         click.echo(f"  {gate.line()}")
     retried: dict[str, int] = {}  # statuses a re-run can fix

@@ -59,6 +59,9 @@ class RunInfo(BaseModel):
                                           "was tested (None for runs made before it was recorded).")
     budget_left: str = Field(default="", description="What the run's budget left unspent (empty "
                              "without a budget).")
+    budget_refused: str = Field(default="", description="The worst case (prompt and output cap, "
+                                "re-asks included) of the first call the budget could not pay: the "
+                                "least it must leave for that call (empty when none was refused).")
     reused: dict[str, dict[str, int]] = Field(default_factory=dict, description="Per step that talks "
                                               "to the agent: dialogs taken from earlier runs, by run.")
     notices: list[str] = Field(default_factory=list, description="What a reader must know about the "

@@ -326,7 +326,8 @@ class Runner:
                        seed=self.seed, status=status,
                        provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__,
                                                 replays=self.replay.run_id if self.replay else None),
-                       reused=reused, budget_left=self.llm.budget_left())
+                       reused=reused, budget_left=self.llm.budget_left(),
+                       budget_refused=self.llm.budget_refused())
 
     # -- what the scheduler tells (progress and the observer hooks) ------------------------
 

@@ -21,6 +21,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from intellagent.cli import cli
 from intellagent.errors import ConfigError
 from intellagent.llm import LLM, ResponseModel, Status
+from intellagent.llm.client import _schema_of
 from intellagent.llm.types import ChatRequest
 from intellagent.llm.errors import RealModelForbidden
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, Price
@@ -508,6 +509,22 @@ def test_budget_stops_new_calls_and_says_so():
     assert "budget reached" in skipped[0].error and "left unspent" in skipped[0].error
     assert "run again to resume" in skipped[0].error
     assert len(llm.store.calls()) == len(made)  # skipped calls never reached a model
+
+
+def test_a_budget_too_small_for_a_call_says_what_that_call_could_cost():
+    """The first call refused names its worst case, the least the budget had to leave for it;
+    none made, nothing spent."""
+    settings = LLMSettings(budget_usd=0.01, prices={"mock/schema": Price(input=20.0, output=20.0)})
+    llm = LLM(settings)
+    question = [{"role": "user", "content": "item 0"}]
+    outcome = run(llm.structured(question, Policies))
+    assert outcome.status is Status.budget_exhausted and llm.spent_usd == 0
+    request = llm._request("default", question, response_schema=_schema_of(Policies))
+    worst, _ = llm._worst(request, len(request.canonical()) // 4, 1 + settings.validation_retries)
+    assert worst > 0.01
+    assert llm.budget_refused() == f"${worst:.4f}"
+    assert f"worst case, ${worst:.4f}:" in outcome.error
+    assert LLM(LLMSettings(budget_usd=0.01)).budget_refused() == ""  # nothing refused yet
 
 
 def test_calls_in_flight_never_overshoot_the_budget():

@@ -5,6 +5,7 @@ under a dollar budget), and a budget never overshot."""
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 
 import pytest
@@ -114,6 +115,10 @@ def test_a_budget_is_never_overshot_and_says_what_it_left(runner, tmp_path):
     assert result.exit_code == 3, result.output  # the budget stopped it
     assert 0 < spent(tmp_path / "half") <= budget
     assert "left unspent" in result.stdout and "run status: budget-exhausted" in result.stdout
+    # what the call it could not pay needed, more than what was left
+    line = next(x for x in result.stdout.splitlines() if "left unspent" in x)
+    left, needed = re.search(r"budget: \$([\d.]+) of .* could cost \$([\d.]+) ", line).groups()
+    assert float(needed) > float(left) > 0, line
 
 
 def test_cost_shows_cached_prompt_tokens(runner, tmp_path):

@@ -53,6 +53,7 @@ class LLM:
         self.spent_usd = 0.0
         self.spent_tokens = 0
         self.skipped_for_budget = 0
+        self.refused_worst: tuple[float, int] | None = None  # the first attempt the budget could not pay
         self._reserved_usd = 0.0  # the worst case of the requests in flight, held against the budget
         self._reserved_tokens = 0
         self.redact = Redactor.from_env(self._key_variables())
@@ -217,11 +218,26 @@ class LLM:
             parts.append(f"{max(0, s.budget_tokens - self.spent_tokens)} of {s.budget_tokens} tokens")
         return " and ".join(parts)
 
+    def budget_refused(self) -> str:
+        """The worst case of the first attempt the budget could not pay, in the budget's own
+        unit(s) (empty when none was refused): the least a budget must leave to make it."""
+        if self.refused_worst is None:
+            return ""
+        dollars, tokens = self.refused_worst
+        s, parts = self.settings, []
+        if s.budget_usd is not None:
+            parts.append(f"${dollars:.4f}")
+        if s.budget_tokens is not None:
+            parts.append(f"{tokens} tokens")
+        return " and ".join(parts)
+
     def budget_message(self) -> str:
+        needed = self.budget_refused()
         return (f"budget reached: spent ${self.spent_usd:.4f} and {self.spent_tokens} tokens, "
-                f"{self.budget_left()} left unspent (less than the next call's worst case: its "
-                f"prompt and output cap); {self.skipped_for_budget} call(s) not made. Raise the "
-                "budget and run again to resume: finished work is kept.")
+                f"{self.budget_left()} left unspent (less than the next call's worst case"
+                f"{', ' + needed if needed else ''}: its prompt and output cap, re-asks included); "
+                f"{self.skipped_for_budget} call(s) not made. Raise the budget and run again to "
+                "resume: finished work is kept.")
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -401,6 +417,8 @@ class LLM:
                     # the attempt's worst case is held against the budget before it is sent, so
                     # the calls in flight when the budget runs out cannot overshoot it
                     if not self._reserve(*worst):
+                        if self.refused_worst is None:
+                            self.refused_worst = worst
                         if attempts == 1:
                             return self._budget_stop(key)
                         attempts -= 1  # not made: the budget cannot pay for its worst case

@@ -282,7 +282,9 @@ class HtmlReporter(Reporter):
         cost = sum(c["cost_usd"] for c in report.cost)
         tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in report.cost)
         calls = sum(c["calls"] for c in report.cost)
-        left = f"; {_e(info.budget_left)}" if info.budget_left else ""
+        left = f"; {_e(info.budget_left)} left" if info.budget_left else ""
+        if info.budget_refused:
+            left += f"; the next call could cost {_e(info.budget_refused)}, more than was left"
         cards.append(f"<div class=card id=headline-cost><div class=big>${cost:.4f}</div><div class=what>"
                      f"<a href=#cost>cost</a></div><div class=muted>{calls:,} calls, {tokens:,} tokens{left}</div></div>")
         if report.gates:

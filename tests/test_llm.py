@@ -528,8 +528,9 @@ def test_a_budget_too_small_for_a_call_says_what_that_call_could_cost():
 
 
 def test_calls_in_flight_never_overshoot_the_budget():
-    """Each call's worst case (its prompt and output cap) is held against the budget before it
-    is sent: of a burst of 10, only as many as the budget can pay for in the worst case go."""
+    """Each attempt's worst case (its prompt and output cap) is held against the budget before
+    it is sent: of a burst of 10, only as many as 2.5 worst cases pay for are in flight at once;
+    the others wait for those to end (each gives back what it did not spend) and then go."""
     with OpenAIServer(latency=0.2) as server:
         llm = http_llm(server, max_concurrency=8)
 
@@ -542,9 +543,37 @@ def test_calls_in_flight_never_overshoot_the_budget():
                                           for i in range(10)])
 
         outcomes = run(burst())
-        assert [o.status for o in outcomes].count(Status.ok) == 2  # what 2.5 worst cases pay for
-        assert [o.status for o in outcomes].count(Status.budget_exhausted) == 8
-        assert len(server.requests) == 3 and llm.spent_tokens <= llm.settings.budget_tokens
+        assert [o.status for o in outcomes].count(Status.ok) == 10  # each spends far less than its worst
+        assert server.max_in_flight == 2  # what 2.5 worst cases pay for at once
+        assert len(server.requests) == 11 and llm.spent_tokens <= llm.settings.budget_tokens
+
+
+def test_a_budget_is_spent_until_what_is_left_cannot_pay_a_call():
+    """A call refused by the budget is one whose worst case does not fit with nothing else in
+    flight: the budget is spent down to less than one call's worst case, never past it, and the
+    calls waiting for others to end are not refused while those could still give some back."""
+    with OpenAIServer(latency=0.05) as server:
+        llm = http_llm(server, max_concurrency=8)
+
+        async def many():
+            assert (await llm.chat(USER)).ok
+            request = llm._request("default", [{"role": "user", "content": "0"}])
+            _, worst = llm._worst(request, len(request.canonical()) // 4, 1)
+            one = llm.spent_tokens  # what a call spends: far less than its worst case
+            llm.settings.budget_tokens = llm.spent_tokens + worst + 10 * one
+            outcomes = await asyncio.gather(*[llm.chat([{"role": "user", "content": str(i)}])
+                                              for i in range(60)])
+            return worst, outcomes
+
+        worst, outcomes = run(many())
+        statuses = [o.status for o in outcomes]
+        made, refused = statuses.count(Status.ok), statuses.count(Status.budget_exhausted)
+        # one worst case and ten calls' worth: about ten made, where holding one worst case per
+        # call in flight and refusing the rest would have made one
+        assert made + refused == 60 and 8 <= made <= 12 and refused > 0
+        left = llm.settings.budget_tokens - llm.spent_tokens
+        assert 0 <= left < worst  # spent down to less than one call's worst case, not past it
+        assert llm.budget_refused() == f"{worst} tokens"
 
 
 def test_token_budget(scripted_llm):

@@ -56,6 +56,8 @@ class LLM:
         self.refused_worst: tuple[float, int] | None = None  # the first attempt the budget could not pay
         self._reserved_usd = 0.0  # the worst case of the requests in flight, held against the budget
         self._reserved_tokens = 0
+        self._holds = 0  # attempts in flight holding their worst case
+        self._budget_waiters: list[asyncio.Future] = []  # attempts waiting for a hold to end
         self.redact = Redactor.from_env(self._key_variables())
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
         self._refused: ModelRefused | None = None  # an endpoint refused us: no call can succeed
@@ -194,11 +196,29 @@ class LLM:
             return False
         self._reserved_usd += dollars
         self._reserved_tokens += tokens
+        self._holds += 1
+        return True
+
+    async def _hold(self, dollars: float, tokens: int) -> bool:
+        """Hold an attempt's worst case against the budget, waiting while calls in flight hold
+        part of it (each gives back what it did not spend when it ends); False when it does not
+        fit with none in flight: the budget cannot pay for it."""
+        while not self._reserve(dollars, tokens):
+            if not self._holds:
+                return False
+            waiter = asyncio.get_running_loop().create_future()
+            self._budget_waiters.append(waiter)
+            await waiter
         return True
 
     def _release(self, dollars: float, tokens: int) -> None:
         self._reserved_usd -= dollars
         self._reserved_tokens -= tokens
+        self._holds -= 1
+        waiters, self._budget_waiters = self._budget_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @property
     def budget_exhausted(self) -> bool:
@@ -416,7 +436,7 @@ class LLM:
                 async with self._semaphore:
                     # the attempt's worst case is held against the budget before it is sent, so
                     # the calls in flight when the budget runs out cannot overshoot it
-                    if not self._reserve(*worst):
+                    if not await self._hold(*worst):
                         if self.refused_worst is None:
                             self.refused_worst = worst
                         if attempts == 1:

@@ -206,6 +206,7 @@ class Runner:
                 await executor.open(self._shared_run())
                 if self.llm.limiter.active:  # one rate limit for every process of the run
                     self.llm.limiter.share(self.store, self.run_id)
+                self.llm.share_budget(self.store, self.run_id)  # and one budget
             scheduler = Scheduler(self.plan, self.steps, store=self.store, run_id=self.run_id,
                                   make=self.items.make, observer=self,
                                   limit=max(4, 2 * self.llm.settings.max_concurrency))

@@ -576,6 +576,42 @@ def test_a_budget_is_spent_until_what_is_left_cannot_pay_a_call():
         assert llm.budget_refused() == f"{worst} tokens"
 
 
+def test_the_processes_of_one_run_share_its_budget(tmp_path):
+    """Two LLM layers on one store and run, as a sharing executor's processes are: each holds its
+    attempts' worst cases in the store's ledger, where each call leaves what it spent, so
+    together they spend no more than the budget (each alone would have spent up to all of it)
+    and each reads what is left after both."""
+    with OpenAIServer(latency=0.05) as server:
+        store = Store.for_workspace(tmp_path)
+        run_id = store.start_run()
+        first = http_llm(server, store=store, max_concurrency=4)
+        first.settings.default.max_tokens = 16  # a small worst case: many holds fit at once
+        assert run(first.chat(USER)).ok
+        request = first._request("default", [{"role": "user", "content": "0 0"}])
+        _, worst = first._worst(request, len(request.canonical()) // 4, 1)
+        budget = 30 * first.spent_tokens  # about thirty calls, of the eighty asked for
+        layers = [http_llm(server, store=store, max_concurrency=4, budget_tokens=budget) for _ in range(2)]
+        for llm in layers:
+            llm.settings.default.max_tokens = 16
+        for llm in layers:
+            llm.run_id = run_id
+            llm.share_budget(store, run_id)
+
+        async def both():
+            return await asyncio.gather(*[llm.chat([{"role": "user", "content": f"{n} {i}"}])
+                                          for n, llm in enumerate(layers) for i in range(40)])
+
+        outcomes = run(both())
+        spent = sum(llm.spent_tokens for llm in layers)
+        assert all(llm.spent_tokens > 0 for llm in layers)  # both made calls
+        assert spent <= budget and budget - spent < worst  # together within it, spent down
+        assert [o.status for o in outcomes].count(Status.ok) >= 15
+        assert store.budget_spent(run_id)[1] == spent
+        assert layers[0].budget_left() == layers[1].budget_left() == f"{budget - spent} of {budget} tokens"
+        for llm in layers:
+            run(llm.aclose())
+
+
 def test_token_budget(scripted_llm):
     llm, _ = scripted_llm("a" * 400, "b", budget_tokens=50)
     assert run(llm.chat(USER)).status is Status.budget_exhausted  # its worst case (an output cap) exceeds 50

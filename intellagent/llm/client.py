@@ -57,6 +57,7 @@ class LLM:
         self._reserved_usd = 0.0  # the worst case of the requests in flight, held against the budget
         self._reserved_tokens = 0
         self._holds = 0  # attempts in flight holding their worst case
+        self._ledger: tuple[Store, str] | None = None  # a budget shared by processes (share_budget)
         self._budget_waiters: list[asyncio.Future] = []  # attempts waiting for a hold to end
         self.redact = Redactor.from_env(self._key_variables())
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
@@ -199,17 +200,38 @@ class LLM:
         self._holds += 1
         return True
 
-    async def _hold(self, dollars: float, tokens: int) -> bool:
+    def share_budget(self, store: Store, run_id: str) -> None:
+        """Hold the budget across every process of the run (a sharing executor's workers): each
+        attempt's worst case is also held in the store's ledger, where every call leaves what it
+        spent, so the processes together stay within it."""
+        if self.settings.budget_usd is not None or self.settings.budget_tokens is not None:
+            self._ledger = (store, run_id)
+
+    async def _hold(self, dollars: float, tokens: int, holds: list[int]) -> bool:
         """Hold an attempt's worst case against the budget, waiting while calls in flight hold
         part of it (each gives back what it did not spend when it ends); False when it does not
-        fit with none in flight: the budget cannot pay for it."""
+        fit with none in flight: the budget cannot pay for it. A shared budget's hold is added
+        to ``holds``, for the call to settle when it ends."""
         while not self._reserve(dollars, tokens):
             if not self._holds:
                 return False
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
             await waiter
-        return True
+        if self._ledger is None:
+            return True
+        store, run_id = self._ledger
+        s = self.settings
+        while True:  # the other processes' calls end on their own loops: ask again shortly
+            hold, others = store.hold_budget(run_id, dollars, tokens, s.budget_usd, s.budget_tokens,
+                                             ttl=s.deadline + 60)
+            if hold is not None:
+                holds.append(hold)
+                return True
+            if not others:
+                self._release(dollars, tokens)
+                return False
+            await asyncio.sleep(0.1)
 
     def _release(self, dollars: float, tokens: int) -> None:
         self._reserved_usd -= dollars
@@ -230,12 +252,16 @@ class LLM:
                 or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens))
 
     def budget_left(self) -> str:
-        """What the budget left unspent, in its own unit(s)."""
+        """What the budget left unspent, in its own unit(s) (a shared budget: after every
+        process's calls)."""
         s, parts = self.settings, []
+        usd, tokens = self.spent_usd, self.spent_tokens
+        if self._ledger is not None:
+            usd, tokens = self._ledger[0].budget_spent(self._ledger[1])
         if s.budget_usd is not None:
-            parts.append(f"${max(0.0, s.budget_usd - self.spent_usd):.4f} of ${s.budget_usd:.4f}")
+            parts.append(f"${max(0.0, s.budget_usd - usd):.4f} of ${s.budget_usd:.4f}")
         if s.budget_tokens is not None:
-            parts.append(f"{max(0, s.budget_tokens - self.spent_tokens)} of {s.budget_tokens} tokens")
+            parts.append(f"{max(0, s.budget_tokens - tokens)} of {s.budget_tokens} tokens")
         return " and ".join(parts)
 
     def budget_refused(self) -> str:
@@ -428,6 +454,7 @@ class LLM:
         sent = _reseeded(request, tries)
         worst = self._worst(request, prompt, requests) if self.settings.budget_usd is not None \
             or self.settings.budget_tokens is not None else (0.0, 0)
+        holds: list[int] = []  # this call's holds on a budget shared by processes
         while True:
             attempts += 1
             guard = timeout * requests
@@ -436,7 +463,7 @@ class LLM:
                 async with self._semaphore:
                     # the attempt's worst case is held against the budget before it is sent, so
                     # the calls in flight when the budget runs out cannot overshoot it
-                    if not await self._hold(*worst):
+                    if not await self._hold(*worst, holds):
                         if self.refused_worst is None:
                             self.refused_worst = worst
                         if attempts == 1:
@@ -497,6 +524,8 @@ class LLM:
         cost = self.prices.cost(request.model, usage)  # failed attempts were paid for too
         self.spent_usd += cost
         self.spent_tokens += usage.total
+        if holds:  # what the call spent stays in the shared ledger; its worst cases go
+            self._ledger[0].settle_budget(holds, cost, usage.total)
         if error is not None:
             status = Status.budget_exhausted if budget_stop else \
                 Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error

@@ -11,7 +11,7 @@ import time
 import sqlalchemy as sa
 
 from intellagent.store.connection import StoreBase
-from intellagent.store.schema import ClaimRow, RateGrantRow, WorkUnitRow
+from intellagent.store.schema import BudgetHoldRow, ClaimRow, RateGrantRow, WorkUnitRow
 
 HOST = socket.gethostname()
 
@@ -109,6 +109,46 @@ class Leases(StoreBase):
                 conn.execute(sa.insert(RateGrantRow.__table__).values(bucket=bucket, at=now, tokens=tokens))
                 return 0.0
         return max(0.01, (oldest + window) - now) if oldest is not None else 0.05
+
+    def hold_budget(self, run_id: str, usd: float, tokens: int, budget_usd: float | None,
+                    budget_tokens: int | None, ttl: float) -> tuple[int | None, bool]:
+        """Hold an attempt's worst case against a budget shared by every process of the run:
+        what the run's calls spent and the holds of the attempts in flight, with this one, must
+        fit. (The hold's id or None; whether other holds are in flight, which may give back.)"""
+        now = time.time()
+        h = BudgetHoldRow.__table__.c
+        with self._writing() as conn:
+            conn.execute(sa.delete(BudgetHoldRow.__table__).where(h.run_id == run_id, h.expires_at <= now))
+            used_usd, used_tokens, holding = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(h.usd), 0.0), sa.func.coalesce(sa.func.sum(h.tokens), 0),
+                          sa.func.count(h.expires_at)).where(h.run_id == run_id)).one()
+            fits = (budget_usd is None or used_usd + usd <= budget_usd) and \
+                (budget_tokens is None or used_tokens + tokens <= budget_tokens)
+            if not fits:
+                return None, holding > 0
+            hold = conn.execute(sa.insert(BudgetHoldRow.__table__).values(
+                run_id=run_id, usd=usd, tokens=tokens, expires_at=now + ttl)).inserted_primary_key[0]
+        return hold, holding > 0
+
+    def settle_budget(self, holds: list[int], usd: float, tokens: int) -> None:
+        """A call's holds end: the first leaves what the call spent, the others go."""
+        if not holds:
+            return
+        h = BudgetHoldRow.__table__.c
+        with self._writing() as conn:
+            conn.execute(sa.update(BudgetHoldRow.__table__).where(h.id == holds[0])
+                         .values(usd=usd, tokens=tokens, expires_at=None))
+            if holds[1:]:
+                conn.execute(sa.delete(BudgetHoldRow.__table__).where(h.id.in_(holds[1:])))
+
+    def budget_spent(self, run_id: str) -> tuple[float, int]:
+        """What the calls of a run that shares its budget spent, in every process."""
+        h = BudgetHoldRow.__table__.c
+        with self.engine.connect() as conn:
+            usd, tokens = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(h.usd), 0.0),
+                                                 sa.func.coalesce(sa.func.sum(h.tokens), 0))
+                                       .where(h.run_id == run_id, h.expires_at.is_(None))).one()
+        return float(usd), int(tokens)
 
     # -- artefacts ---------------------------------------------------------------------------
 

@@ -132,6 +132,18 @@ class RateGrantRow(SQLModel, table=True):
     tokens: int = 0
 
 
+class BudgetHoldRow(SQLModel, table=True):
+    """A budget shared by the processes of one run: each attempt in flight holds its worst case
+    here until its call ends, which then leaves what the call spent (``expires_at`` None)."""
+
+    __tablename__ = "budget_holds"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    usd: float = 0.0
+    tokens: int = 0
+    expires_at: float | None = None  # a hold of a process that died stops counting then
+
+
 class MigrationRow(SQLModel, table=True):
     __tablename__ = "migrations"
     id: int = Field(primary_key=True)
@@ -181,6 +193,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[sa.Connection], None]]] = [
     (8, "llm_cache: compact request keys", lambda conn: None),
     (9, "items.run_id", _add_columns("items", {"run_id": "VARCHAR"})),
     (10, "llm_calls.cached_tokens", _add_columns("llm_calls", {"cached_tokens": "INTEGER DEFAULT 0"})),
+    (11, "budget_holds", _create(BudgetHoldRow)),
 ]
 COMPACT_KEYS = 8
 

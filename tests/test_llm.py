@@ -576,6 +576,29 @@ def test_a_budget_is_spent_until_what_is_left_cannot_pay_a_call():
         assert llm.budget_refused() == f"{worst} tokens"
 
 
+def test_a_failed_attempt_is_spent_before_its_hold_on_the_budget_ends():
+    """A timed-out attempt's prompt (the server read it) counts against the budget as the
+    attempt ends, while its call waits to retry: were it counted only when the call ends, the
+    calls reserving in between could take room it had already used."""
+    with OpenAIServer(timeout_hang=5) as server:
+        llm = http_llm(server, request_timeout=0.3, backoff_base=1.0, backoff_max=1.0,
+                       budget_tokens=10 ** 6)
+        server.schedule("timeout")
+
+        async def watch():
+            call = asyncio.ensure_future(llm.chat(USER))
+            while not server.faults_sent.get("timeout") or llm._holds:  # the attempt has ended
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.05)
+            during = (llm.spent_tokens, call.done(), len(server.requests))
+            return during, await call
+
+        (spent_while_waiting, done, requests), outcome = run(watch())
+        assert not done and requests == 1  # in its back-off, before the retry
+        assert spent_while_waiting > 0  # the timed-out prompt is spent already
+        assert outcome.ok and llm.spent_tokens == outcome.usage.total  # counted once, not twice
+
+
 def test_the_processes_of_one_run_share_its_budget(tmp_path):
     """Two LLM layers on one store and run, as a sharing executor's processes are: each holds its
     attempts' worst cases in the store's ledger, where each call leaves what it spent, so

@@ -233,6 +233,11 @@ class LLM:
                 return False
             await asyncio.sleep(0.1)
 
+    def _account(self, model: str, usage: Usage) -> None:
+        """An attempt's tokens and dollars, spent."""
+        self.spent_usd += self.prices.cost(model, usage)
+        self.spent_tokens += usage.total
+
     def _release(self, dollars: float, tokens: int) -> None:
         self._reserved_usd -= dollars
         self._reserved_tokens -= tokens
@@ -472,13 +477,19 @@ class LLM:
                         stopped = "; the budget could not pay for another attempt"
                         budget_stop = True
                         break
+                    spent = Usage()
                     try:
                         await self.limiter.acquire(estimate)
                         queued += time.perf_counter() - waiting
                         guard = min(guard, deadline - (time.perf_counter() - started - queued))
                         async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
                             value, got = await invoke(provider, sent)
-                    finally:
+                        spent = got
+                    except BaseException as exc:
+                        spent = _failed_usage(exc, prompt)
+                        raise
+                    finally:  # what the attempt spent is counted before its hold is given back
+                        self._account(request.model, spent)
                         self._release(*worst)
                 self._opened(provider, gate)
                 usage += got
@@ -522,8 +533,6 @@ class LLM:
         latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off
         record["queue_ms"] = queued * 1000
         cost = self.prices.cost(request.model, usage)  # failed attempts were paid for too
-        self.spent_usd += cost
-        self.spent_tokens += usage.total
         if holds:  # what the call spent stays in the shared ledger; its worst cases go
             self._ledger[0].settle_budget(holds, cost, usage.total)
         if error is not None:
@@ -587,6 +596,15 @@ class LLM:
         ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** (attempt - 1))
         delay = self._jitter.uniform(ceiling / 2, ceiling)
         return max(delay, retry_after or 0.0)
+
+
+def _failed_usage(exc: BaseException, prompt: int) -> Usage:
+    """What an attempt that raised ``exc`` spent: the tokens the server counted (a provider
+    error may carry them), and the prompt of one that timed out (the server read it)."""
+    if isinstance(exc, (asyncio.TimeoutError, RequestTimeout)):
+        return Usage(prompt_tokens=prompt)
+    usage = exc.usage if isinstance(exc, ProviderError) else None
+    return usage if usage is not None else Usage()
 
 
 def _reseeded(request: ChatRequest, tries: int) -> ChatRequest:

@@ -145,6 +145,28 @@ def test_processes_share_the_items_of_one_run(runner, tmp_path, slow_model, mode
     assert comparable(report_of(ws)) == comparable(report_of(reference))
 
 
+def test_a_budget_holds_across_processes(runner, tmp_path, slow_model, model_server):
+    """Each worker rebuilds the run's plan, budget included; together they spend no more than
+    it (each alone could spend all of it), and the run says what is left after all of them."""
+    args = ["run", "retail", "--events", str(EVENTS), *slow_model]
+    reference = tmp_path / "one"
+    assert runner.invoke(cli, [*args, "--workspace", str(reference)]).exit_code == 0
+    whole = sum(c["prompt_tokens"] + c["completion_tokens"] for c in report_of(reference)["cost"])
+    budget = whole // 2
+    ws = tmp_path / "two"
+    model_server.hold = until_two_take_units(ws)
+    result = subprocess.run([sys.executable, "-m", "intellagent", *args, "--workspace", str(ws),
+                             "--executor", "processes", "--workers", "2", "--quiet",
+                             "--set", "executor.with.items_in_flight=2",
+                             "--set", f"llm.budget_tokens={budget}"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 3, result.stderr  # the budget stopped it
+    assert len(units(Store.for_workspace(ws))) == 2  # both processes worked
+    spent = sum(c["prompt_tokens"] + c["completion_tokens"] for c in report_of(ws)["cost"])
+    assert 0 < spent <= budget
+    assert f"budget: {budget - spent} of {budget} tokens left unspent" in result.stdout
+
+
 def test_a_rate_limit_holds_across_processes(tmp_path):
     """Two processes' limiters on one store: together never more than the limit per minute."""
     from intellagent.llm.limits import RateLimiter

@@ -233,10 +233,15 @@ class LLM:
                 return False
             await asyncio.sleep(0.1)
 
-    def _account(self, model: str, usage: Usage) -> None:
-        """An attempt's tokens and dollars, spent."""
-        self.spent_usd += self.prices.cost(model, usage)
+    def _account(self, model: str, usage: Usage, holds: list[int]) -> None:
+        """An attempt's tokens and dollars, spent; on a shared budget, its hold (``holds``) is
+        left in the ledger with what it spent instead of its worst case."""
+        cost = self.prices.cost(model, usage)
+        self.spent_usd += cost
         self.spent_tokens += usage.total
+        if holds and self._ledger is not None:
+            self._ledger[0].settle_budget(holds, cost, usage.total)
+            holds.clear()
 
     def _release(self, dollars: float, tokens: int) -> None:
         self._reserved_usd -= dollars
@@ -459,7 +464,7 @@ class LLM:
         sent = _reseeded(request, tries)
         worst = self._worst(request, prompt, requests) if self.settings.budget_usd is not None \
             or self.settings.budget_tokens is not None else (0.0, 0)
-        holds: list[int] = []  # this call's holds on a budget shared by processes
+        holds: list[int] = []  # the attempt's hold on a budget shared by processes
         while True:
             attempts += 1
             guard = timeout * requests
@@ -489,7 +494,7 @@ class LLM:
                         spent = _failed_usage(exc, prompt)
                         raise
                     finally:  # what the attempt spent is counted before its hold is given back
-                        self._account(request.model, spent)
+                        self._account(request.model, spent, holds)
                         self._release(*worst)
                 self._opened(provider, gate)
                 usage += got
@@ -533,8 +538,6 @@ class LLM:
         latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off
         record["queue_ms"] = queued * 1000
         cost = self.prices.cost(request.model, usage)  # failed attempts were paid for too
-        if holds:  # what the call spent stays in the shared ledger; its worst cases go
-            self._ledger[0].settle_budget(holds, cost, usage.total)
         if error is not None:
             status = Status.budget_exhausted if budget_stop else \
                 Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error

@@ -131,7 +131,7 @@ class Leases(StoreBase):
         return hold, holding > 0
 
     def settle_budget(self, holds: list[int], usd: float, tokens: int) -> None:
-        """A call's holds end: the first leaves what the call spent, the others go."""
+        """Holds end: the first leaves what its attempt spent, the others go."""
         if not holds:
             return
         h = BudgetHoldRow.__table__.c

@@ -134,7 +134,7 @@ class RateGrantRow(SQLModel, table=True):
 
 class BudgetHoldRow(SQLModel, table=True):
     """A budget shared by the processes of one run: each attempt in flight holds its worst case
-    here until its call ends, which then leaves what the call spent (``expires_at`` None)."""
+    here until it ends, and then leaves what it spent (``expires_at`` None)."""
 
     __tablename__ = "budget_holds"
     id: int | None = Field(default=None, primary_key=True)

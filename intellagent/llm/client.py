@@ -222,7 +222,8 @@ class LLM:
             return True
         store, run_id = self._ledger
         s = self.settings
-        while True:  # the other processes' calls end on their own loops: ask again shortly
+        pause = 0.05
+        while True:  # the other processes' calls end on their own loops: ask again, less often
             hold, others = store.hold_budget(run_id, dollars, tokens, s.budget_usd, s.budget_tokens,
                                              ttl=s.deadline + 60)
             if hold is not None:
@@ -231,7 +232,8 @@ class LLM:
             if not others:
                 self._release(dollars, tokens)
                 return False
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(pause)
+            pause = min(1.0, pause * 2)
 
     def _account(self, model: str, usage: Usage, holds: list[int]) -> None:
         """An attempt's tokens and dollars, spent; on a shared budget, its hold (``holds``) is

@@ -164,7 +164,8 @@ def test_a_budget_holds_across_processes(runner, tmp_path, slow_model, model_ser
     assert len(units(Store.for_workspace(ws))) == 2  # both processes worked
     spent = sum(c["prompt_tokens"] + c["completion_tokens"] for c in report_of(ws)["cost"])
     assert 0 < spent <= budget
-    assert f"budget: {budget - spent} of {budget} tokens left unspent" in result.stdout
+    assert f"budget: {budget - spent} of {budget} tokens left unspent; the next call could cost" in result.stdout
+    assert "run status: budget-exhausted" in result.stdout  # whichever process was refused
 
 
 def test_a_rate_limit_holds_across_processes(tmp_path):

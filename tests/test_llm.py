@@ -635,6 +635,71 @@ def test_the_processes_of_one_run_share_its_budget(tmp_path):
             run(llm.aclose())
 
 
+def test_calls_waiting_for_room_are_not_launched_once_a_call_was_refused():
+    """Once the budget refuses a call (its worst case does not fit with none in flight), the
+    calls that were waiting for room are not launched either, though a smaller one would fit."""
+    with OpenAIServer(latency=0.1) as server:
+        llm = http_llm(server, max_concurrency=8)
+
+        async def three():
+            assert (await llm.chat(USER)).ok
+            small = [{"role": "user", "content": "a"}]
+            big = [{"role": "user", "content": "b" * 40_000}]  # a worst case ~13,000 tokens larger
+            _, w_small = llm._worst(llm._request("default", small), 0, 1)
+            llm.settings.budget_tokens = llm.spent_tokens + int(w_small * 1.5)
+            other = [{"role": "user", "content": "c"}]
+            return await asyncio.gather(llm.chat(small), llm.chat(big), llm.chat(other))
+
+        first, big, second = run(three())
+        assert first.ok and big.status is Status.budget_exhausted
+        assert second.status is Status.budget_exhausted  # it waited behind the refused one
+        assert len(server.requests) == 2  # the opening call and the first small one
+
+
+def test_a_call_cancelled_while_it_waits_for_a_shared_budget_gives_its_hold_back(tmp_path):
+    """A call waiting in the ledger (another process holds the room) that is cancelled leaves
+    nothing held in this process: the next call is not kept waiting by it."""
+    with OpenAIServer(latency=0.0) as server:
+        store = Store.for_workspace(tmp_path)
+        run_id = store.start_run()
+        llm = http_llm(server, store=store, max_concurrency=4, budget_tokens=30_000)
+        llm.run_id = run_id
+        llm.share_budget(store, run_id)
+        other, _ = store.hold_budget(run_id, 0.0, 28_000, None, 30_000, ttl=60)  # another process's
+
+        async def cancelled_then_another():
+            waiting = asyncio.ensure_future(llm.chat(USER))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()  # no room beside the other process's hold
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+            held = (llm._holds, llm._reserved_tokens)
+            store.settle_budget(run_id, [other], 0.0, 100)  # the other process's call ends
+            return held, await asyncio.wait_for(llm.chat(USER), 5)
+
+        (holds, reserved), outcome = run(cancelled_then_another())
+        assert (holds, reserved) == (0, 0) and outcome.ok
+
+
+def test_a_refusal_in_one_process_stops_the_others(tmp_path):
+    """The processes of one run share its refusal: once one of them could not pay a call, the
+    others launch none either, and say what that call could have cost."""
+    with OpenAIServer(latency=0.0) as server:
+        store = Store.for_workspace(tmp_path)
+        run_id = store.start_run()
+        layers = [http_llm(server, store=store, budget_tokens=10_000) for _ in range(2)]
+        for llm in layers:
+            llm.run_id = run_id
+            llm.share_budget(store, run_id)
+        big = [{"role": "user", "content": "b" * 60_000}]  # a worst case past the whole budget
+        assert run(layers[0].chat(big)).status is Status.budget_exhausted
+        before = len(server.requests)
+        assert layers[1].budget_exhausted
+        assert run(layers[1].chat(USER)).status is Status.budget_exhausted  # fits, yet not launched
+        assert len(server.requests) == before
+        assert layers[1].budget_refused() == layers[0].budget_refused() != ""
+
+
 def test_token_budget(scripted_llm):
     llm, _ = scripted_llm("a" * 400, "b", budget_tokens=50)
     assert run(llm.chat(USER)).status is Status.budget_exhausted  # its worst case (an output cap) exceeds 50

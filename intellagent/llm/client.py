@@ -58,6 +58,8 @@ class LLM:
         self._reserved_tokens = 0
         self._holds = 0  # attempts in flight holding their worst case
         self._ledger: tuple[Store, str] | None = None  # a budget shared by processes (share_budget)
+        self._ledger_refusal: tuple[float, int] | None = None  # the shared budget's first refusal
+        self._ledger_checked = -1e9
         self._budget_waiters: list[asyncio.Future] = []  # attempts waiting for a hold to end
         self.redact = Redactor.from_env(self._key_variables())
         self._failed: dict[str, int] | None = None  # earlier failed attempts per request (store)
@@ -210,30 +212,60 @@ class LLM:
     async def _hold(self, dollars: float, tokens: int, holds: list[int]) -> bool:
         """Hold an attempt's worst case against the budget, waiting while calls in flight hold
         part of it (each gives back what it did not spend when it ends); False when it does not
-        fit with none in flight: the budget cannot pay for it. A shared budget's hold is added
-        to ``holds``, for the call to settle when it ends."""
-        while not self._reserve(dollars, tokens):
+        fit with none in flight (the budget cannot pay for it), or once any call of the run has
+        been refused: no call is launched after that. A shared budget's hold is added to
+        ``holds``, for the attempt to settle when it ends."""
+        while not self.budget_refused_here and not self._reserve(dollars, tokens):
             if not self._holds:
                 return False
             waiter = asyncio.get_running_loop().create_future()
             self._budget_waiters.append(waiter)
             await waiter
+        if self.budget_refused_here:
+            return False
         if self._ledger is None:
             return True
         store, run_id = self._ledger
         s = self.settings
         pause = 0.05
-        while True:  # the other processes' calls end on their own loops: ask again, less often
-            hold, others = store.hold_budget(run_id, dollars, tokens, s.budget_usd, s.budget_tokens,
-                                             ttl=s.deadline + 60)
-            if hold is not None:
-                holds.append(hold)
-                return True
-            if not others:
-                self._release(dollars, tokens)
-                return False
-            await asyncio.sleep(pause)
-            pause = min(1.0, pause * 2)
+        try:
+            while True:  # the other processes' calls end on their own loops: ask again, less often
+                hold, others = store.hold_budget(run_id, dollars, tokens, s.budget_usd, s.budget_tokens,
+                                                 ttl=s.deadline + 60)
+                if hold is not None:
+                    holds.append(hold)
+                    return True
+                if not others:
+                    self._release(dollars, tokens)
+                    return False
+                await asyncio.sleep(pause)
+                pause = min(1.0, pause * 2)
+        except BaseException:  # cancelled, or the store failed: the local hold must not leak
+            self._release(dollars, tokens)
+            raise
+
+    @property
+    def budget_refused_here(self) -> bool:
+        """This process refused a call for the budget, or learned that another one of the run did."""
+        return self.refused_worst is not None
+
+    def _refused_by_budget(self, worst: tuple[float, int]) -> None:
+        """A call the budget could not pay: no call is launched after it, in any process of
+        the run (a shared budget's ledger keeps the refusal for the others to see)."""
+        if self.refused_worst is None:
+            self.refused_worst = worst
+            if self._ledger is not None:
+                self._ledger[0].refuse_budget(self._ledger[1], *worst)
+
+    def _shared_refusal(self) -> tuple[float, int] | None:
+        """The first refusal of the run's shared budget, in whichever process (asked of the
+        store at most once a second until there is one)."""
+        if self._ledger is None:
+            return None
+        if self._ledger_refusal is None and time.monotonic() >= self._ledger_checked + 1.0:
+            self._ledger_checked = time.monotonic()
+            self._ledger_refusal = self._ledger[0].budget_refusal(self._ledger[1])
+        return self._ledger_refusal
 
     def _account(self, model: str, usage: Usage, holds: list[int]) -> None:
         """An attempt's tokens and dollars, spent; on a shared budget, its hold (``holds``) is
@@ -242,7 +274,7 @@ class LLM:
         self.spent_usd += cost
         self.spent_tokens += usage.total
         if holds and self._ledger is not None:
-            self._ledger[0].settle_budget(holds, cost, usage.total)
+            self._ledger[0].settle_budget(self._ledger[1], holds, cost, usage.total)
             holds.clear()
 
     def _release(self, dollars: float, tokens: int) -> None:
@@ -261,15 +293,14 @@ class LLM:
         s = self.settings
         return (self.skipped_for_budget > 0
                 or (s.budget_usd is not None and self.spent_usd >= s.budget_usd)
-                or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens))
+                or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens)
+                or self._shared_refusal() is not None)
 
     def budget_left(self) -> str:
         """What the budget left unspent, in its own unit(s) (a shared budget: after every
         process's calls)."""
         s, parts = self.settings, []
-        usd, tokens = self.spent_usd, self.spent_tokens
-        if self._ledger is not None:
-            usd, tokens = self._ledger[0].budget_spent(self._ledger[1])
+        usd, tokens = self._spent()
         if s.budget_usd is not None:
             parts.append(f"${max(0.0, s.budget_usd - usd):.4f} of ${s.budget_usd:.4f}")
         if s.budget_tokens is not None:
@@ -279,9 +310,12 @@ class LLM:
     def budget_refused(self) -> str:
         """The worst case of the first attempt the budget could not pay, in the budget's own
         unit(s) (empty when none was refused): the least a budget must leave to make it."""
-        if self.refused_worst is None:
+        refused = self._shared_refusal() if self._ledger is not None else self.refused_worst
+        if refused is None and self._ledger is not None:  # asked less than a second ago
+            refused = self._ledger[0].budget_refusal(self._ledger[1])
+        if refused is None:
             return ""
-        dollars, tokens = self.refused_worst
+        dollars, tokens = refused
         s, parts = self.settings, []
         if s.budget_usd is not None:
             parts.append(f"${dollars:.4f}")
@@ -289,9 +323,16 @@ class LLM:
             parts.append(f"{tokens} tokens")
         return " and ".join(parts)
 
+    def _spent(self) -> tuple[float, int]:
+        """What the budget has paid: this process's calls, or every process's on a shared one."""
+        if self._ledger is not None:
+            return self._ledger[0].budget_spent(self._ledger[1])
+        return self.spent_usd, self.spent_tokens
+
     def budget_message(self) -> str:
         needed = self.budget_refused()
-        return (f"budget reached: spent ${self.spent_usd:.4f} and {self.spent_tokens} tokens, "
+        usd, tokens = self._spent()
+        return (f"budget reached: spent ${usd:.4f} and {tokens} tokens, "
                 f"{self.budget_left()} left unspent (less than the next call's worst case"
                 f"{', ' + needed if needed else ''}: its prompt and output cap, re-asks included); "
                 f"{self.skipped_for_budget} call(s) not made. Raise the budget and run again to "
@@ -473,21 +514,20 @@ class LLM:
             try:
                 waiting = time.perf_counter()
                 async with self._semaphore:
-                    # the attempt's worst case is held against the budget before it is sent, so
-                    # the calls in flight when the budget runs out cannot overshoot it
+                    await self.limiter.acquire(estimate)
+                    # the attempt's worst case is held against the budget just before it is sent,
+                    # so the calls in flight when the budget runs out cannot overshoot it
                     if not await self._hold(*worst, holds):
-                        if self.refused_worst is None:
-                            self.refused_worst = worst
+                        self._refused_by_budget(worst)
                         if attempts == 1:
                             return self._budget_stop(key)
                         attempts -= 1  # not made: the budget cannot pay for its worst case
                         stopped = "; the budget could not pay for another attempt"
                         budget_stop = True
                         break
+                    queued += time.perf_counter() - waiting
                     spent = Usage()
                     try:
-                        await self.limiter.acquire(estimate)
-                        queued += time.perf_counter() - waiting
                         guard = min(guard, deadline - (time.perf_counter() - started - queued))
                         async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
                             value, got = await invoke(provider, sent)
@@ -496,8 +536,10 @@ class LLM:
                         spent = _failed_usage(exc, prompt)
                         raise
                     finally:  # what the attempt spent is counted before its hold is given back
-                        self._account(request.model, spent, holds)
-                        self._release(*worst)
+                        try:
+                            self._account(request.model, spent, holds)
+                        finally:
+                            self._release(*worst)
                 self._opened(provider, gate)
                 usage += got
                 error = None

@@ -114,14 +114,20 @@ class Leases(StoreBase):
                     budget_tokens: int | None, ttl: float) -> tuple[int | None, bool]:
         """Hold an attempt's worst case against a budget shared by every process of the run:
         what the run's calls spent and the holds of the attempts in flight, with this one, must
-        fit. (The hold's id or None; whether other holds are in flight, which may give back.)"""
+        fit, and no call of the run may have been refused. (The hold's id or None; whether other
+        holds are in flight, which may give back.)"""
         now = time.time()
         h = BudgetHoldRow.__table__.c
         with self._writing() as conn:
             conn.execute(sa.delete(BudgetHoldRow.__table__).where(h.run_id == run_id, h.expires_at <= now))
-            used_usd, used_tokens, holding = conn.execute(
-                sa.select(sa.func.coalesce(sa.func.sum(h.usd), 0.0), sa.func.coalesce(sa.func.sum(h.tokens), 0),
-                          sa.func.count(h.expires_at)).where(h.run_id == run_id)).one()
+            used_usd, used_tokens, holding, refused = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(sa.case((h.refused, 0.0), else_=h.usd)), 0.0),
+                          sa.func.coalesce(sa.func.sum(sa.case((h.refused, 0), else_=h.tokens)), 0),
+                          sa.func.count(h.expires_at),
+                          sa.func.coalesce(sa.func.sum(sa.case((h.refused, 1), else_=0)), 0))
+                .where(h.run_id == run_id)).one()
+            if refused:
+                return None, False
             fits = (budget_usd is None or used_usd + usd <= budget_usd) and \
                 (budget_tokens is None or used_tokens + tokens <= budget_tokens)
             if not fits:
@@ -130,16 +136,36 @@ class Leases(StoreBase):
                 run_id=run_id, usd=usd, tokens=tokens, expires_at=now + ttl)).inserted_primary_key[0]
         return hold, holding > 0
 
-    def settle_budget(self, holds: list[int], usd: float, tokens: int) -> None:
-        """Holds end: the first leaves what its attempt spent, the others go."""
+    def settle_budget(self, run_id: str, holds: list[int], usd: float, tokens: int) -> None:
+        """Holds end: the first leaves what its attempt spent (kept even if the hold had
+        expired meanwhile), the others go."""
         if not holds:
             return
         h = BudgetHoldRow.__table__.c
         with self._writing() as conn:
-            conn.execute(sa.update(BudgetHoldRow.__table__).where(h.id == holds[0])
-                         .values(usd=usd, tokens=tokens, expires_at=None))
+            updated = conn.execute(sa.update(BudgetHoldRow.__table__).where(h.id == holds[0])
+                                   .values(usd=usd, tokens=tokens, expires_at=None)).rowcount
+            if not updated:
+                conn.execute(sa.insert(BudgetHoldRow.__table__).values(run_id=run_id, usd=usd, tokens=tokens))
             if holds[1:]:
                 conn.execute(sa.delete(BudgetHoldRow.__table__).where(h.id.in_(holds[1:])))
+
+    def refuse_budget(self, run_id: str, usd: float, tokens: int) -> None:
+        """Record a call the run's shared budget could not pay (its worst case); the first one
+        recorded is the run's refusal."""
+        h = BudgetHoldRow.__table__.c
+        with self._writing() as conn:
+            if conn.execute(sa.select(h.id).where(h.run_id == run_id, h.refused).limit(1)).first() is None:
+                conn.execute(sa.insert(BudgetHoldRow.__table__).values(
+                    run_id=run_id, usd=usd, tokens=tokens, refused=True))
+
+    def budget_refusal(self, run_id: str) -> tuple[float, int] | None:
+        """The worst case of the call the run's shared budget refused (None before any)."""
+        h = BudgetHoldRow.__table__.c
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(h.usd, h.tokens).where(h.run_id == run_id, h.refused)
+                               .order_by(h.id).limit(1)).first()
+        return None if row is None else (float(row[0]), int(row[1]))
 
     def budget_spent(self, run_id: str) -> tuple[float, int]:
         """What the calls of a run that shares its budget spent, in every process."""
@@ -147,7 +173,8 @@ class Leases(StoreBase):
         with self.engine.connect() as conn:
             usd, tokens = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(h.usd), 0.0),
                                                  sa.func.coalesce(sa.func.sum(h.tokens), 0))
-                                       .where(h.run_id == run_id, h.expires_at.is_(None))).one()
+                                       .where(h.run_id == run_id, h.expires_at.is_(None),
+                                              h.refused == sa.false())).one()
         return float(usd), int(tokens)
 
     # -- artefacts ---------------------------------------------------------------------------

@@ -134,7 +134,8 @@ class RateGrantRow(SQLModel, table=True):
 
 class BudgetHoldRow(SQLModel, table=True):
     """A budget shared by the processes of one run: each attempt in flight holds its worst case
-    here until it ends, and then leaves what it spent (``expires_at`` None)."""
+    here until it ends, and then leaves what it spent (``expires_at`` None). A ``refused`` row is
+    the worst case of a call the budget could not pay: no process launches a call after it."""
 
     __tablename__ = "budget_holds"
     id: int | None = Field(default=None, primary_key=True)
@@ -142,6 +143,7 @@ class BudgetHoldRow(SQLModel, table=True):
     usd: float = 0.0
     tokens: int = 0
     expires_at: float | None = None  # a hold of a process that died stops counting then
+    refused: bool = False
 
 
 class MigrationRow(SQLModel, table=True):

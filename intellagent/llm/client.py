@@ -267,15 +267,17 @@ class LLM:
             self._ledger_refusal = self._ledger[0].budget_refusal(self._ledger[1])
         return self._ledger_refusal
 
-    def _account(self, model: str, usage: Usage, holds: list[int]) -> None:
-        """An attempt's tokens and dollars, spent; on a shared budget, its hold (``holds``) is
-        left in the ledger with what it spent instead of its worst case."""
+    def _account(self, model: str, usage: Usage | None, holds: list[int]) -> float:
+        """An attempt's tokens and dollars, spent (and returned); on a shared budget, its hold
+        (``holds``) is left in the ledger with what it spent instead of its worst case."""
+        usage = usage or Usage()
         cost = self.prices.cost(model, usage)
         self.spent_usd += cost
         self.spent_tokens += usage.total
         if holds and self._ledger is not None:
             self._ledger[0].settle_budget(self._ledger[1], holds, cost, usage.total)
             holds.clear()
+        return cost
 
     def _release(self, dollars: float, tokens: int) -> None:
         self._reserved_usd -= dollars
@@ -505,9 +507,10 @@ class LLM:
         budget_stop = False
         tries = self._failures_before(key)
         sent = _reseeded(request, tries)
-        worst = self._worst(request, prompt, requests) if self.settings.budget_usd is not None \
-            or self.settings.budget_tokens is not None else (0.0, 0)
+        budgeted = self.settings.budget_usd is not None or self.settings.budget_tokens is not None
+        worst = self._worst(request, prompt, requests) if budgeted else (0.0, 0)
         holds: list[int] = []  # the attempt's hold on a budget shared by processes
+        paid = 0.0  # the attempts' dollars
         while True:
             attempts += 1
             guard = timeout * requests
@@ -517,7 +520,7 @@ class LLM:
                     await self.limiter.acquire(estimate)
                     # the attempt's worst case is held against the budget just before it is sent,
                     # so the calls in flight when the budget runs out cannot overshoot it
-                    if not await self._hold(*worst, holds):
+                    if budgeted and not await self._hold(*worst, holds):
                         self._refused_by_budget(worst)
                         if attempts == 1:
                             return self._budget_stop(key)
@@ -526,7 +529,7 @@ class LLM:
                         budget_stop = True
                         break
                     queued += time.perf_counter() - waiting
-                    spent = Usage()
+                    spent = None
                     try:
                         guard = min(guard, deadline - (time.perf_counter() - started - queued))
                         async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
@@ -537,9 +540,10 @@ class LLM:
                         raise
                     finally:  # what the attempt spent is counted before its hold is given back
                         try:
-                            self._account(request.model, spent, holds)
+                            paid += self._account(request.model, spent, holds)
                         finally:
-                            self._release(*worst)
+                            if budgeted:
+                                self._release(*worst)
                 self._opened(provider, gate)
                 usage += got
                 error = None
@@ -581,7 +585,7 @@ class LLM:
 
         latency_ms = (time.perf_counter() - started - queued) * 1000  # requests, retries and back-off
         record["queue_ms"] = queued * 1000
-        cost = self.prices.cost(request.model, usage)  # failed attempts were paid for too
+        cost = paid  # failed attempts were paid for too
         if error is not None:
             status = Status.budget_exhausted if budget_stop else \
                 Status.invalid_output if isinstance(error, OutputInvalid) else Status.infra_error

@@ -285,7 +285,7 @@ class Runner:
                     costs[row["stage"]] = costs.get(row["stage"], 0.0) + (row["cost_usd"] or 0.0)
                 self.progress.recount(steps, costs)
             self.progress.finish()
-            status = "budget-exhausted" if self.llm.budget_exhausted else "done"
+            status = "budget-exhausted" if self.llm.budget_stopped() else "done"
             report, paths, info = None, [], {}
             if self.until is None:
                 report = build_report(self.plan, data, self.info(status), self.store, steps, self.gates)

@@ -700,6 +700,36 @@ def test_a_refusal_in_one_process_stops_the_others(tmp_path):
         assert layers[1].budget_refused() == layers[0].budget_refused() != ""
 
 
+def test_the_run_status_sees_another_processs_refusal_at_once(tmp_path):
+    """A process that asked the ledger less than a second before another one's refusal still
+    ends with the budget's status: the run's status asks the store now."""
+    with OpenAIServer(latency=0.0) as server:
+        store = Store.for_workspace(tmp_path)
+        run_id = store.start_run()
+        layers = [http_llm(server, store=store, budget_tokens=10_000) for _ in range(2)]
+        for llm in layers:
+            llm.run_id = run_id
+            llm.share_budget(store, run_id)
+        assert not layers[1].budget_exhausted  # asked the ledger just now
+        big = [{"role": "user", "content": "b" * 60_000}]
+        assert run(layers[0].chat(big)).status is Status.budget_exhausted
+        assert layers[1].budget_stopped()
+
+
+def test_a_call_stopped_by_a_refused_key_records_what_its_attempts_spent():
+    """A first attempt that timed out (its prompt read) and a second the endpoint refused (401):
+    the call's row holds the first attempt's tokens and dollars, as the budget counted them."""
+    with OpenAIServer(timeout_hang=5) as server:
+        llm = http_llm(server, request_timeout=0.3, budget_usd=1.0)
+        server.schedule("timeout", "401")
+        with pytest.raises(Exception):
+            run(llm.chat(USER))
+        [row] = llm.store.calls()
+        assert row.attempts == 2 and row.outcome == "infra-error"
+        assert row.prompt_tokens > 0 and row.prompt_tokens == llm.spent_tokens
+        assert row.cost_usd == pytest.approx(llm.spent_usd) and row.cost_usd > 0
+
+
 def test_token_budget(scripted_llm):
     llm, _ = scripted_llm("a" * 400, "b", budget_tokens=50)
     assert run(llm.chat(USER)).status is Status.budget_exhausted  # its worst case (an output cap) exceeds 50

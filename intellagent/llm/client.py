@@ -257,12 +257,12 @@ class LLM:
             if self._ledger is not None:
                 self._ledger[0].refuse_budget(self._ledger[1], *worst)
 
-    def _shared_refusal(self) -> tuple[float, int] | None:
+    def _shared_refusal(self, fresh: bool = False) -> tuple[float, int] | None:
         """The first refusal of the run's shared budget, in whichever process (asked of the
-        store at most once a second until there is one)."""
+        store at most once a second until there is one; ``fresh``: now)."""
         if self._ledger is None:
             return None
-        if self._ledger_refusal is None and time.monotonic() >= self._ledger_checked + 1.0:
+        if self._ledger_refusal is None and (fresh or time.monotonic() >= self._ledger_checked + 1.0):
             self._ledger_checked = time.monotonic()
             self._ledger_refusal = self._ledger[0].budget_refusal(self._ledger[1])
         return self._ledger_refusal
@@ -298,6 +298,11 @@ class LLM:
                 or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens)
                 or self._shared_refusal() is not None)
 
+    def budget_stopped(self) -> bool:
+        """Whether the budget stopped the run: ``budget_exhausted``, with another process's
+        refusal asked of the store now (for the run's status, once it ends)."""
+        return self.budget_exhausted or self._shared_refusal(fresh=True) is not None
+
     def budget_left(self) -> str:
         """What the budget left unspent, in its own unit(s) (a shared budget: after every
         process's calls)."""
@@ -312,9 +317,7 @@ class LLM:
     def budget_refused(self) -> str:
         """The worst case of the first attempt the budget could not pay, in the budget's own
         unit(s) (empty when none was refused): the least a budget must leave to make it."""
-        refused = self._shared_refusal() if self._ledger is not None else self.refused_worst
-        if refused is None and self._ledger is not None:  # asked less than a second ago
-            refused = self._ledger[0].budget_refusal(self._ledger[1])
+        refused = self._shared_refusal(fresh=True) if self._ledger is not None else self.refused_worst
         if refused is None:
             return ""
         dollars, tokens = refused
@@ -566,7 +569,10 @@ class LLM:
                 refused = self._refusal(role, request.model, provider, error)
                 self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,
                                        error=refused.message, queue_ms=queued * 1000,
-                                       latency_ms=(time.perf_counter() - started - queued) * 1000)
+                                       latency_ms=(time.perf_counter() - started - queued) * 1000,
+                                       prompt_tokens=usage.prompt_tokens,
+                                       completion_tokens=usage.completion_tokens,
+                                       cached_tokens=usage.cached_tokens, cost_usd=paid)
                 self._opened(provider, gate)  # the calls waiting see the refusal
                 raise refused
             self._opened(provider, gate)

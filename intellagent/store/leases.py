@@ -115,7 +115,8 @@ class Leases(StoreBase):
         """Hold an attempt's worst case against a budget shared by every process of the run:
         what the run's calls spent and the holds of the attempts in flight, with this one, must
         fit, and no call of the run may have been refused. (The hold's id or None; whether other
-        holds are in flight, which may give back.)"""
+        holds are in flight, which may give back.) A hold that does not fit with none in flight
+        is the run's refusal, recorded in the same transaction: no hold is granted after it."""
         now = time.time()
         h = BudgetHoldRow.__table__.c
         with self._writing() as conn:
@@ -131,6 +132,9 @@ class Leases(StoreBase):
             fits = (budget_usd is None or used_usd + usd <= budget_usd) and \
                 (budget_tokens is None or used_tokens + tokens <= budget_tokens)
             if not fits:
+                if not holding:  # nothing in flight can give back: the run's refusal, at once
+                    conn.execute(sa.insert(BudgetHoldRow.__table__).values(
+                        run_id=run_id, usd=usd, tokens=tokens, refused=True))
                 return None, holding > 0
             hold = conn.execute(sa.insert(BudgetHoldRow.__table__).values(
                 run_id=run_id, usd=usd, tokens=tokens, expires_at=now + ttl)).inserted_primary_key[0]

@@ -681,16 +681,22 @@ def test_a_call_cancelled_while_it_waits_for_a_shared_budget_gives_its_hold_back
         assert (holds, reserved) == (0, 0) and outcome.ok
 
 
+def sharing_a_budget(server: OpenAIServer, workspace, n: int, **settings) -> list[LLM]:
+    """``n`` LLM layers on one store and run, sharing its budget, as a run's processes do."""
+    store = Store.for_workspace(workspace)
+    run_id = store.start_run()
+    layers = [http_llm(server, store=store, **settings) for _ in range(n)]
+    for llm in layers:
+        llm.run_id = run_id
+        llm.share_budget(store, run_id)
+    return layers
+
+
 def test_a_refusal_in_one_process_stops_the_others(tmp_path):
     """The processes of one run share its refusal: once one of them could not pay a call, the
     others launch none either, and say what that call could have cost."""
     with OpenAIServer(latency=0.0) as server:
-        store = Store.for_workspace(tmp_path)
-        run_id = store.start_run()
-        layers = [http_llm(server, store=store, budget_tokens=10_000) for _ in range(2)]
-        for llm in layers:
-            llm.run_id = run_id
-            llm.share_budget(store, run_id)
+        layers = sharing_a_budget(server, tmp_path, 2, budget_tokens=10_000)
         big = [{"role": "user", "content": "b" * 60_000}]  # a worst case past the whole budget
         assert run(layers[0].chat(big)).status is Status.budget_exhausted
         before = len(server.requests)
@@ -704,12 +710,7 @@ def test_the_run_status_sees_another_processs_refusal_at_once(tmp_path):
     """A process that asked the ledger less than a second before another one's refusal still
     ends with the budget's status: the run's status asks the store now."""
     with OpenAIServer(latency=0.0) as server:
-        store = Store.for_workspace(tmp_path)
-        run_id = store.start_run()
-        layers = [http_llm(server, store=store, budget_tokens=10_000) for _ in range(2)]
-        for llm in layers:
-            llm.run_id = run_id
-            llm.share_budget(store, run_id)
+        layers = sharing_a_budget(server, tmp_path, 2, budget_tokens=10_000)
         assert not layers[1].budget_exhausted  # asked the ledger just now
         big = [{"role": "user", "content": "b" * 60_000}]
         assert run(layers[0].chat(big)).status is Status.budget_exhausted

@@ -303,11 +303,11 @@ class LLM:
         refusal asked of the store now (for the run's status, once it ends)."""
         return self.budget_exhausted or self._shared_refusal(fresh=True) is not None
 
-    def budget_left(self) -> str:
+    def budget_left(self, spent: tuple[float, int] | None = None) -> str:
         """What the budget left unspent, in its own unit(s) (a shared budget: after every
-        process's calls)."""
+        process's calls), given what it has ``spent`` when the caller has it already."""
         s, parts = self.settings, []
-        usd, tokens = self._spent()
+        usd, tokens = spent if spent is not None else self._spent()
         if s.budget_usd is not None:
             parts.append(f"${max(0.0, s.budget_usd - usd):.4f} of ${s.budget_usd:.4f}")
         if s.budget_tokens is not None:
@@ -336,9 +336,9 @@ class LLM:
 
     def budget_message(self) -> str:
         needed = self.budget_refused()
-        usd, tokens = self._spent()
+        usd, tokens = spent = self._spent()  # a shared budget's: one query of the store
         return (f"budget reached: spent ${usd:.4f} and {tokens} tokens, "
-                f"{self.budget_left()} left unspent (less than the next call's worst case"
+                f"{self.budget_left(spent)} left unspent (less than the next call's worst case"
                 f"{', ' + needed if needed else ''}: its prompt and output cap, re-asks included); "
                 f"{self.skipped_for_budget} call(s) not made. Raise the budget and run again to "
                 "resume: finished work is kept.")

@@ -599,26 +599,33 @@ def test_a_failed_attempt_is_spent_before_its_hold_on_the_budget_ends():
         assert outcome.ok and llm.spent_tokens == outcome.usage.total  # counted once, not twice
 
 
+def sharing_a_budget(server: OpenAIServer, workspace, n: int, **settings) -> list[LLM]:
+    """``n`` LLM layers on one store and run, sharing its budget, as a run's processes do."""
+    store = Store.for_workspace(workspace)
+    run_id = store.start_run()
+    layers = [http_llm(server, store=store, **settings) for _ in range(n)]
+    for llm in layers:
+        llm.run_id = run_id
+        llm.share_budget(store, run_id)
+    return layers
+
+
 def test_the_processes_of_one_run_share_its_budget(tmp_path):
     """Two LLM layers on one store and run, as a sharing executor's processes are: each holds its
     attempts' worst cases in the store's ledger, where each call leaves what it spent, so
     together they spend no more than the budget (each alone would have spent up to all of it)
     and each reads what is left after both."""
     with OpenAIServer(latency=0.05) as server:
-        store = Store.for_workspace(tmp_path)
-        run_id = store.start_run()
-        first = http_llm(server, store=store, max_concurrency=4)
+        first = http_llm(server, store=Store.for_workspace(tmp_path), max_concurrency=4)
         first.settings.default.max_tokens = 16  # a small worst case: many holds fit at once
         assert run(first.chat(USER)).ok
         request = first._request("default", [{"role": "user", "content": "0 0"}])
         _, worst = first._worst(request, len(request.canonical()) // 4, 1)
         budget = 30 * first.spent_tokens  # about thirty calls, of the eighty asked for
-        layers = [http_llm(server, store=store, max_concurrency=4, budget_tokens=budget) for _ in range(2)]
+        layers = sharing_a_budget(server, tmp_path, 2, max_concurrency=4, budget_tokens=budget)
         for llm in layers:
             llm.settings.default.max_tokens = 16
-        for llm in layers:
-            llm.run_id = run_id
-            llm.share_budget(store, run_id)
+        store, run_id = layers[0].store, layers[0].run_id
 
         async def both():
             return await asyncio.gather(*[llm.chat([{"role": "user", "content": f"{n} {i}"}])
@@ -660,11 +667,8 @@ def test_a_call_cancelled_while_it_waits_for_a_shared_budget_gives_its_hold_back
     """A call waiting in the ledger (another process holds the room) that is cancelled leaves
     nothing held in this process: the next call is not kept waiting by it."""
     with OpenAIServer(latency=0.0) as server:
-        store = Store.for_workspace(tmp_path)
-        run_id = store.start_run()
-        llm = http_llm(server, store=store, max_concurrency=4, budget_tokens=30_000)
-        llm.run_id = run_id
-        llm.share_budget(store, run_id)
+        [llm] = sharing_a_budget(server, tmp_path, 1, max_concurrency=4, budget_tokens=30_000)
+        store, run_id = llm.store, llm.run_id
         other, _ = store.hold_budget(run_id, 0.0, 28_000, None, 30_000, ttl=60)  # another process's
 
         async def cancelled_then_another():
@@ -679,17 +683,6 @@ def test_a_call_cancelled_while_it_waits_for_a_shared_budget_gives_its_hold_back
 
         (holds, reserved), outcome = run(cancelled_then_another())
         assert (holds, reserved) == (0, 0) and outcome.ok
-
-
-def sharing_a_budget(server: OpenAIServer, workspace, n: int, **settings) -> list[LLM]:
-    """``n`` LLM layers on one store and run, sharing its budget, as a run's processes do."""
-    store = Store.for_workspace(workspace)
-    run_id = store.start_run()
-    layers = [http_llm(server, store=store, **settings) for _ in range(n)]
-    for llm in layers:
-        llm.run_id = run_id
-        llm.share_budget(store, run_id)
-    return layers
 
 
 def test_a_refusal_in_one_process_stops_the_others(tmp_path):

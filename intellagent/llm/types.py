@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model
 from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema
 
 from intellagent.hashing import json_copy, text_hash
-from intellagent.jsontext import sorted_dumps
+from intellagent.jsontext import dumps, sorted_dumps
 
 T = TypeVar("T")
 
@@ -70,27 +70,33 @@ class ChatRequest(BaseModel):
         as they are, not through ``model_dump``, which copies a long conversation value by value).
 
         Made field by field through orjson (``jsontext.sorted_dumps``), the same text as one
-        ``sorted_dumps`` of them all; the conversation's and the tools' texts are kept for the
-        request's body (``encoded``), so the longest parts of a request are encoded once, not
-        once for the key and again to send."""
+        ``sorted_dumps`` of them all; the conversation's text is kept for the request's body
+        (``encoded``), so the longest part of a request is encoded once, not once for the key
+        and again to send. The tools are kept as declared (``jsontext.dumps``): the model reads
+        each tool's parameters in the order the environment gives them, not sorted."""
         parts = []
         texts = self.__pydantic_private__["_texts"]  # not through pydantic's __getattr__ (~3 µs)
         for name in _FIELDS:
             value = getattr(self, name)
             text = sorted_dumps(value)
             if name in _SPLICED and value:
-                texts[name] = text
+                texts[name] = text if name == "messages" else dumps(value)
             parts.append(f'"{name}":{text}')
         return "{" + ",".join(parts) + "}"
 
     def encoded(self, name: str, value: Any) -> str | None:
-        """The JSON text of field ``name`` made by ``canonical``, when ``value`` equals that
-        field's value (a structured-output library rebuilds the messages it is given, equal
-        ones; comparing them is a fraction of encoding them); else None."""
+        """The body's JSON text of field ``name`` kept by ``canonical``, when ``value`` equals
+        that field's value (a structured-output library rebuilds the messages it is given, equal
+        ones; comparing them is a fraction of encoding them). Other messages (a re-ask: the
+        conversation, the invalid answer and its errors) are encoded the same way, keys sorted,
+        so the conversation they resend is the same bytes, a prefix a provider's prompt cache
+        finds. Else None: the caller encodes ``value`` as it is."""
         if name not in _SPLICED:  # before the private attribute: pydantic's lookup of one is ~3 µs
             return None
         text = self.__pydantic_private__["_texts"].get(name)
-        return text if text is not None and value == getattr(self, name) else None
+        if text is not None and value == getattr(self, name):
+            return text
+        return sorted_dumps(value) if name == "messages" else None
 
     def key(self, canonical: str | None = None) -> str:
         return text_hash(self.canonical() if canonical is None else canonical)
@@ -106,7 +112,7 @@ class ChatRequest(BaseModel):
 
 _FIELDS = tuple(sorted(ChatRequest.model_fields))
 _SPLICED = {"messages", "tools"}
-"""The fields whose canonical text a provider's request body takes as it is (``encoded``)."""
+"""The fields whose text ``canonical`` keeps for a provider's request body (``encoded``)."""
 
 
 _legacy_dumps = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str).encode

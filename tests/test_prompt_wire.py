@@ -1,0 +1,123 @@
+"""Dialogs reuse a provider's prompt cache, checked on the wire: the request bodies the local test
+server receives. Each call of the simulated user and of the agent resends the previous call of
+its role in that dialog byte for byte and appends to it (tools and every other field unchanged),
+a re-ask after invalid output too; the agent's model is shown the tools as the environment
+declares them; and the cached prompt tokens the server reports are recorded per call and summed
+in report.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+from pydantic import BaseModel
+
+from intellagent.cli import cli
+from intellagent.environment import load_environment
+from intellagent.llm import LLM
+from intellagent.pipeline import LLMSettings, ModelSettings
+from intellagent.store import Store
+from intellagent.testing.openai_server import OpenAIServer
+from intellagent_plugins.reporters.writers import read_report
+from tests.conftest import REPO, TAU_BENCH
+
+USER_TURNS = 3
+
+
+def sent(body: bytes, field: str) -> str:
+    """The JSON text of ``field`` exactly as it was sent in ``body``."""
+    text = body.decode()
+    start = text.index(f'"{field}": ') + len(field) + 4
+    _, end = json.JSONDecoder().raw_decode(text, start)
+    return text[start:end]
+
+
+def role(request: dict[str, Any]) -> str:
+    """The simulated user (instructor's forced tool call) or the agent (the environment's tools)."""
+    choice = request.get("tool_choice")
+    return choice["function"]["name"] if isinstance(choice, dict) else "agent"
+
+
+def scripted_user(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The simulated user says something new each turn and stops after USER_TURNS messages; the
+    agent's answers are the server's own (a tool call half of the time, else text)."""
+    if role(request) != "UserTurn":
+        return None
+    said = sum(1 for m in request["messages"] if m["role"] == "assistant")
+    turn = {"thought": f"private plan {said}", "message": f"message {said}",
+            "stop": "continue" if said < USER_TURNS else "success", "reason": ""}
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": f"call_{said}", "type": "function",
+        "function": {"name": "UserTurn", "arguments": json.dumps(turn)}}]}
+
+
+def test_every_dialog_call_resends_the_previous_one_of_its_role_and_appends(runner, tmp_path):
+    with OpenAIServer(responder=scripted_user, prompt_cache=True) as server:
+        result = runner.invoke(cli, [
+            "run", "airline", "--pipeline", "tau-bench", "--data", str(TAU_BENCH / "airline"),
+            "--model", "gpt-4o-mini", "--set", f"llm.default.base_url={server.base_url}",
+            "--set", "steps.tasks.with.indices=[0, 1, 2]", "--workspace", str(tmp_path), "--quiet"])
+        bodies = list(server.bodies)
+    assert result.exit_code in (0, 1), result.output
+    dialogs: dict[tuple[str, int], list[bytes]] = defaultdict(list)  # (role, the dialog's seed)
+    for body in bodies:
+        request = json.loads(body)
+        if request.get("seed") is not None:  # (not the structured-output probe)
+            dialogs[role(request), request["seed"]].append(body)
+    assert {r for r, _ in dialogs} == {"UserTurn", "agent"}
+    assert len(dialogs) == 6  # three dialogs, each a user and an agent
+    pairs = 0
+    for calls in dialogs.values():
+        for previous, current in zip(calls, calls[1:]):
+            before, after = sent(previous, "messages"), sent(current, "messages")
+            assert after.startswith(before[:-1]) and len(after) > len(before)
+            rest = {k: v for k, v in json.loads(current).items() if k != "messages"}
+            assert rest == {k: v for k, v in json.loads(previous).items() if k != "messages"}
+            pairs += 1
+    assert pairs >= 3 * 2  # (a dialog may end early: the agent hands it to a human)
+    # the user's view holds what it said, never its private thoughts
+    assert not any(b"private plan" in body for calls in dialogs.values() for body in calls)
+
+    # the cached prompt tokens the server reported: recorded per call, summed in report.json
+    calls = Store.for_workspace(tmp_path).calls()
+    assert sum(c.cached_tokens > 0 for c in calls) >= pairs
+    report = read_report(next(tmp_path.glob("runs/*/report.json")))
+    assert sum(r["cached_tokens"] for r in report["cost"]) == sum(c.cached_tokens for c in calls) > 0
+
+
+def test_the_agents_model_reads_the_tools_as_the_environment_declares_them():
+    env = load_environment(REPO / "environments" / "airline")
+    declared = [tool.openai_schema() for tool in env.tools.values()]
+    with OpenAIServer() as server:
+        llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url)))
+        outcome = asyncio.run(llm.chat([{"role": "user", "content": "Hi"}], tools=declared))
+        body = server.bodies[0]
+    assert outcome.ok
+    # key order included: the model is shown each tool's parameters in the declared order
+    assert sent(body, "tools") == json.dumps(declared, ensure_ascii=False, separators=(",", ":"))
+    properties = list(json.loads(sent(body, "tools"))[0]["function"]["parameters"]["properties"])
+    assert properties == list(declared[0]["function"]["parameters"]["properties"]) != sorted(properties)
+
+
+class Answer(BaseModel):
+    number: int
+    reason: str
+
+
+def test_a_reask_resends_the_conversation_byte_for_byte():
+    conversation = [{"role": "system", "content": "You count."},
+                    {"role": "user", "content": "How many?"},
+                    {"role": "assistant", "content": "Of what?"},
+                    {"role": "user", "content": "Apples."}]
+    with OpenAIServer() as server:
+        server.schedule("invalid")  # the first answer does not fit: instructor asks again
+        llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url,
+                                                    structured="tools")))
+        outcome = asyncio.run(llm.structured(conversation, Answer))
+        first, reask = server.bodies
+    assert outcome.ok
+    before, after = sent(first, "messages"), sent(reask, "messages")
+    assert len(json.loads(after)) > len(conversation)
+    assert after.startswith(before[:-1])

@@ -79,17 +79,18 @@ def test_structured_output_the_cache_and_accounting_are_the_layers(tmp_path):
         assert isinstance(first.value, Verdict) and first.usage.prompt_tokens > 0
         again = run(llm.structured(USER, Verdict, role="default", stage="judge"))
         assert again.cached and again.value == first.value and len(server.requests) == 1
-        longer = run(llm.chat(USER + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "More?"}]))
+        longer = run(llm.structured(USER + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "More?"}],
+                                    Verdict, role="default", stage="judge"))  # (same tools: a prefix)
         assert longer.usage.cached_tokens > 0  # the server's prompt cache, read through LiteLLM
         store.flush()
         calls = store.calls()
-        [made, chat] = [c for c in calls if not c.cached]
+        [made, second] = [c for c in calls if not c.cached]
         assert len(calls) == 3 and made.provider == "litellm" and made.kind == "structured"
         assert made.prompt_tokens == first.usage.prompt_tokens and made.completion_tokens == first.usage.completion_tokens
         # priced from the run's own table, not LiteLLM's map
         assert made.cost_usd == pytest.approx((made.prompt_tokens * PRICE["input"]
                                                + made.completion_tokens * PRICE["output"]) / 1e6)
-        assert llm.spent_usd == pytest.approx(made.cost_usd + chat.cost_usd)
+        assert llm.spent_usd == pytest.approx(made.cost_usd + second.cost_usd)
 
 
 def test_faults_are_retried_by_the_layer_and_a_refused_key_stops_the_run():

@@ -3,12 +3,17 @@ server receives. Each call of the simulated user and of the agent resends the pr
 its role in that dialog byte for byte and appends to it (tools and every other field unchanged),
 a re-ask after invalid output too; the agent's model is shown the tools as the environment
 declares them; and the cached prompt tokens the server reports are recorded per call and summed
-in report.json."""
+in report.json (and the test server's prompt cache, like a provider's, holds a prefix of the
+whole prompt, tools first)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
+import sys
+import urllib.request
 from collections import defaultdict
 from typing import Any
 
@@ -121,3 +126,43 @@ def test_a_reask_resends_the_conversation_byte_for_byte():
     before, after = sent(first, "messages"), sent(reask, "messages")
     assert len(json.loads(after)) > len(conversation)
     assert after.startswith(before[:-1])
+
+
+def cached_tokens(url: str, request: dict[str, Any]) -> int:
+    body = json.dumps(request).encode()
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1, no proxy
+    with direct.open(urllib.request.Request(url + "/chat/completions", data=body,
+                                            headers={"Content-Type": "application/json"}), timeout=10) as answer:
+        return json.load(answer)["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+
+
+def test_the_test_servers_prompt_cache_holds_a_prefix_of_the_whole_prompt_tools_first():
+    """As a provider's: a request that resends an earlier one's messages with other tools (or
+    the same tools in another order), or to another model, reads nothing from the cache."""
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in "ab"]
+    first = {"model": "m", "tools": tools, "messages": [{"role": "system", "content": "x" * 400},
+                                                        {"role": "user", "content": "hi"}]}
+    longer = {**first, "messages": first["messages"] + [{"role": "assistant", "content": "hello"},
+                                                        {"role": "user", "content": "and then?"}]}
+    with OpenAIServer(prompt_cache=True) as server:
+        assert cached_tokens(server.base_url, first) == 0
+        assert cached_tokens(server.base_url, {**longer, "tools": tools[::-1]}) == 0
+        assert cached_tokens(server.base_url, {**longer, "model": "other"}) == 0
+        assert cached_tokens(server.base_url, longer) > 100
+
+
+def test_the_standalone_test_server_reports_cached_prompt_tokens_when_asked():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "intellagent.testing.openai_server", "--port", str(port),
+                             "--prompt-cache"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        messages = [{"role": "system", "content": "x" * 400}, {"role": "user", "content": "hi"}]
+        assert cached_tokens(url, {"model": "m", "messages": messages}) == 0
+        assert cached_tokens(url, {"model": "m", "messages": messages + [
+            {"role": "assistant", "content": "hello"}, {"role": "user", "content": "more"}]}) > 100
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

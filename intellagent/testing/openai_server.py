@@ -7,6 +7,8 @@ deterministically from the request. It can add latency and inject faults: ``429`
 ``malformed`` (body that is not JSON), ``invalid`` (JSON that fails the response model), and the
 refusals ``400``, ``401`` and ``403`` (the key refused), ``404`` (an unknown model). With
 ``echo_key`` every error body quotes the request's Authorization value, as careless servers do.
+With ``prompt_cache`` (``--prompt-cache``) an answer reports the prompt tokens a provider's cache
+would hold (``usage.prompt_tokens_details.cached_tokens``).
 A request's ``max_tokens`` is honoured: a longer answer is cut there, with finish reason
 ``length``.
 
@@ -74,7 +76,8 @@ class OpenAIServer:
         self.list_items = list_items
         self.echo_key = echo_key
         # a provider's automatic prompt cache: the longest run of whole messages a request starts
-        # with that an earlier request also started with is reported as cached prompt tokens
+        # with that an earlier request to the same model with the same tools and response format
+        # also started with is reported as cached prompt tokens
         self.prompt_cache: set[str] | None = set() if prompt_cache else None
         # every request and its body as it came, for tests to look at; a server that serves a
         # long benchmark keeps none (about 35 KB a request: 2 GB after 60,000) and counts them
@@ -296,12 +299,16 @@ class OpenAIServer:
         }
 
     def _cached(self, request: dict[str, Any]) -> int:
-        """Tokens of the longest message prefix of ``request`` an earlier request began with."""
+        """Tokens of the longest message prefix of ``request`` an earlier request began with. A
+        provider's prompt starts with the tools (each as its text: their order and their
+        parameters' order count) and the response format: a request whose model, tools or format
+        differ shares no prefix with it."""
         assert self.prompt_cache is not None
         messages = request.get("messages", [])
+        head = json.dumps([request.get("model"), request.get("tools"), request.get("response_format")])
         cached = 0
         for n in range(1, len(messages) + 1):
-            prefix = json.dumps(messages[:n], sort_keys=True)
+            prefix = head + json.dumps(messages[:n], sort_keys=True)
             if prefix in self.prompt_cache and n < len(messages):
                 cached = len(json.dumps(messages[:n])) // 4
             self.prompt_cache.add(prefix)
@@ -370,6 +377,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="Imitate a real server's behaviour (repeatable).")
     parser.add_argument("--list-items", type=int, default=None,
                         help="Fabricate arrays of this length where the schema allows.")
+    parser.add_argument("--prompt-cache", action="store_true",
+                        help="Report cached prompt tokens (usage.prompt_tokens_details.cached_tokens) "
+                             "for the messages a request shares with an earlier one, as a "
+                             "provider's prompt cache does.")
     parser.add_argument("--port", type=int, default=0,
                         help="Listen on this port (default: a free one). The base URL is part of "
                              "a model's identity, so a fixed port gives the same requests again.")
@@ -377,7 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
                           seed=args.seed, list_items=args.list_items, quirks=args.quirk,
-                          keep_requests=False, port=args.port)
+                          keep_requests=False, port=args.port, prompt_cache=args.prompt_cache)
     # the handler before the URL: a caller may stop the server as soon as it has read the URL
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

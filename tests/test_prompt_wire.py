@@ -90,6 +90,12 @@ def test_every_dialog_call_resends_the_previous_one_of_its_role_and_appends(runn
     assert sum(c.cached_tokens > 0 for c in calls) >= pairs
     report = read_report(next(tmp_path.glob("runs/*/report.json")))
     assert sum(r["cached_tokens"] for r in report["cost"]) == sum(c.cached_tokens for c in calls) > 0
+    # and report.html's table of tokens and cost shows them
+    page = next(tmp_path.glob("runs/*/report.html")).read_text()
+    table = page[page.index("<section id=cost>"):page.index("</section>", page.index("<section id=cost>"))]
+    assert "from the prompt cache" in table
+    for row in report["cost"]:
+        assert f"<td class=num>{row['prompt_tokens']}</td><td class=num>{row['cached_tokens']}</td>" in table
 
 
 def test_the_agents_model_reads_the_tools_as_the_environment_declares_them():

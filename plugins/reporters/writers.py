@@ -252,11 +252,14 @@ class HtmlReporter(Reporter):
         yield mutation_section(report) + calibration_section(report)
         yield ("<section id=cost><h2>Tokens and cost</h2><table class=sort><thead><tr><th>step</th><th>model</th>"
                "<th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
+               "<th title='prompt tokens the provider read from its prompt cache, priced at its cached "
+               "rate'>of which from the prompt cache</th>"
                "<th>completion tokens</th><th>cost $</th></tr></thead><tbody>")
         for c in report.cost:
             yield (f"<tr><td>{_e(c['stage'])}</td><td>{_e(c['model'])}</td><td class=num>{c['calls']}</td>"
                    f"<td class=num>{c['cached']}</td><td class=num>{c['failed']}</td>"
-                   f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c['completion_tokens']}</td>"
+                   f"<td class=num>{c['prompt_tokens']}</td><td class=num>{c.get('cached_tokens') or 0}</td>"
+                   f"<td class=num>{c['completion_tokens']}</td>"
                    f"<td class=num>{c['cost_usd']:.4f}</td></tr>")
         yield "</tbody></table></section>\n"
         yield from self._index(filters, finals, rows, paged=transcripts is None)

@@ -34,7 +34,8 @@ class BestOfNConfig(UserConfig):
 
 
 def _said(content: str) -> str:
-    """The message of one of the user's own turns (kept in its view as the turn's JSON)."""
+    """The message of one of the user's own turns, as its view keeps it: what it said, or with
+    ``thoughts`` the turn's JSON (its thought and message)."""
     try:
         return json.loads(content).get("message", content)
     except (ValueError, AttributeError):

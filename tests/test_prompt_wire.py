@@ -172,3 +172,34 @@ def test_the_standalone_test_server_reports_cached_prompt_tokens_when_asked():
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+class DeepSeekLike(OpenAIServer):
+    """Reports its prompt cache as DeepSeek's OpenAI-compatible API does:
+    ``usage.prompt_cache_hit_tokens`` (and ``prompt_cache_miss_tokens``), no ``prompt_tokens_details``."""
+
+    def _completion(self, request: dict[str, Any], *, invalid: bool) -> dict[str, Any]:
+        answer = super()._completion(request, invalid=invalid)
+        usage = answer["usage"]
+        hit = usage.pop("prompt_tokens_details")["cached_tokens"]
+        usage.update(prompt_cache_hit_tokens=hit, prompt_cache_miss_tokens=usage["prompt_tokens"] - hit)
+        return answer
+
+
+def test_cached_tokens_are_read_where_deepseek_reports_them(tmp_path):
+    history = [{"role": "system", "content": "x" * 4000}, {"role": "user", "content": "hi"}]
+    longer = history + [{"role": "assistant", "content": "hello"}, {"role": "user", "content": "and then?"}]
+    with DeepSeekLike(prompt_cache=True) as server:
+        llm = LLM(LLMSettings(default=ModelSettings(model="deepseek-chat", base_url=server.base_url,
+                                                    structured="tools"), cache=False),
+                  store=Store.for_workspace(tmp_path))
+
+        async def calls():
+            return [await llm.chat(history), await llm.chat(longer),
+                    await llm.structured(history, Answer), await llm.structured(longer, Answer)]
+
+        chat, chat_again, structured, structured_again = asyncio.run(calls())
+    assert chat.usage.cached_tokens == 0 and chat_again.usage.cached_tokens > 900
+    assert structured.usage.cached_tokens == 0 and structured_again.usage.cached_tokens > 900
+    assert [c.cached_tokens for c in llm.store.calls()] == [
+        0, chat_again.usage.cached_tokens, 0, structured_again.usage.cached_tokens]

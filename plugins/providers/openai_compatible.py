@@ -123,8 +123,7 @@ class OpenAIProvider(Instructed):
                 if completion.usage is not None:
                     tally[0] += completion.usage.prompt_tokens or 0
                     tally[1] += completion.usage.completion_tokens or 0
-                    details = getattr(completion.usage, "prompt_tokens_details", None)
-                    tally[2] += getattr(details, "cached_tokens", None) or 0
+                    tally[2] += cached_tokens(completion.usage)
                 else:  # a server that reports no usage: about four characters a token
                     tally[0] += len(_body(params, request)) // 4
                     tally[1] += len(_answer_text(completion)) // 4
@@ -238,9 +237,16 @@ def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderE
     return RequestRejected(f"{status}: {text}", status)
 
 
-def cached_tokens(usage: dict[str, Any]) -> int:
-    """The prompt tokens a provider read from its prompt cache, where it says (OpenAI and
-    OpenAI-compatible servers: ``prompt_tokens_details.cached_tokens``)."""
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+def cached_tokens(usage: Any) -> int:
+    """The prompt tokens a provider read from its prompt cache, where it says: OpenAI and most
+    OpenAI-compatible servers in ``prompt_tokens_details.cached_tokens``, DeepSeek's API in
+    ``prompt_cache_hit_tokens``. ``usage`` is the answer's usage as JSON, or the SDK's object."""
+    details = _field(usage, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") if details is not None else None
+    if not isinstance(cached, int):
+        cached = _field(usage, "prompt_cache_hit_tokens")
     return cached if isinstance(cached, int) and cached > 0 else 0
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)

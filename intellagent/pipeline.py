@@ -130,8 +130,9 @@ class LLMSettings(StrictModel):
                                      "calls when this much is spent.")
     budget_tokens: int | None = Field(default=None, ge=0, le=1_000_000_000_000)
     cache: bool = True
-    prices: dict[str, Price] = Field(default_factory=dict, description="Prices by model name (or "
-                                     "name prefix), over the maintained table of genai-prices: a "
+    prices: dict[str, Price] = Field(default_factory=dict, description="Prices by model name (its "
+                                     "dated snapshots and provider/ spellings too) or by a prefix "
+                                     "ending in *, over the maintained table of genai-prices: a "
                                      "model neither knows has no price (a dollar budget refuses "
                                      "it).")
 

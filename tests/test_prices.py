@@ -31,11 +31,52 @@ def test_models_of_every_provider_have_their_price(model, input, output, cached)
 
 
 def test_the_runs_own_prices_win_by_name_then_by_prefix():
-    table = PriceTable({"gpt-4o-mini": Price(input=1.0, output=2.0), "my-": Price(input=5.0, output=6.0)})
+    table = PriceTable({"gpt-4o-mini": Price(input=1.0, output=2.0), "my-*": Price(input=5.0, output=6.0)})
     assert table.price("gpt-4o-mini").input == 1.0 and table.price("gpt-4o-mini").source == "llm.prices"
     assert table.price("my-local-model").output == 6.0
     assert table.price("qwen2.5-coder-local") is None  # known to nobody: no price, not zero
     assert table.price("mock/schema").input == 0.0
+
+
+def library_cost(model, usage, provider=None):
+    """What genai-prices' own calculator says ``usage`` of ``model`` costs."""
+    from genai_prices import Usage as Spent, calc_price
+
+    return float(calc_price(Spent(input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
+                                  cache_read_tokens=usage.cached_tokens), model, provider_id=provider).total_price)
+
+
+@pytest.mark.parametrize("prompt", [1_000, 150_000, 250_000])
+def test_a_tiered_price_is_charged_at_the_tier_the_prompt_reaches(prompt):
+    # gemini-2.5-pro: $1.25/$10 per million, $2.50/$15 for a prompt over 200k tokens
+    usage = Usage(prompt_tokens=prompt, cached_tokens=prompt // 2, completion_tokens=800)
+    assert PriceTable().cost("gemini-2.5-pro", usage) == pytest.approx(library_cost("gemini-2.5-pro", usage))
+    price = PriceTable().price("gemini-2.5-pro")  # the budget's worst case: no token cached, same tier
+    assert price.worst(prompt, 800) == pytest.approx(library_cost("gemini-2.5-pro", Usage(
+        prompt_tokens=prompt, completion_tokens=800)))
+
+
+@pytest.mark.parametrize("model,provider,bare", [
+    ("groq/llama-3.1-8b-instant", "groq", "llama-3.1-8b-instant"),
+    ("openrouter/anthropic/claude-3.5-sonnet", "openrouter", "anthropic/claude-3.5-sonnet"),
+    ("bedrock/anthropic.claude-3-sonnet-20240229-v1:0", "aws", "anthropic.claude-3-sonnet-20240229-v1:0"),
+    ("together_ai/meta-llama/Llama-3-70b-chat-hf", "together", "meta-llama/Llama-3-70b-chat-hf"),
+    ("azure/gpt-4o", "azure", "gpt-4o"), ("anthropic/claude-sonnet-4", "anthropic", "claude-sonnet-4"),
+])
+def test_a_litellm_name_is_priced_by_its_providers_row(model, provider, bare):
+    usage = Usage(prompt_tokens=12_000, cached_tokens=2_000, completion_tokens=900)
+    assert PriceTable().price(model) is not None, model
+    assert PriceTable().cost(model, usage) == pytest.approx(library_cost(bare, usage, provider))
+
+
+def test_a_price_given_for_a_model_is_not_the_price_of_another_it_prefixes():
+    table = PriceTable({"gpt-4o": Price(input=4.0, output=12.0)})
+    for same in ("gpt-4o", "gpt-4o-2024-08-06", "openai/gpt-4o", "azure/gpt-4o"):
+        assert (table.price(same).input, table.price(same).source) == (4.0, "llm.prices"), same
+    mini = table.price("gpt-4o-mini")  # another model, 16x cheaper: the table's price, not the override
+    assert (mini.input, mini.source) == (pytest.approx(0.15), "genai-prices")
+    assert PriceTable({"my-": Price(input=5.0, output=6.0)}).price("my-local-model") is None  # a prefix needs *
+    assert PriceTable({"my-model": Price(input=5.0, output=6.0)}).price("ollama/my-model").input == 5.0
 
 
 def test_cached_prompt_tokens_are_priced_at_the_cached_rate():
@@ -125,3 +166,24 @@ def test_cost_shows_cached_prompt_tokens(runner, tmp_path):
     assert run(runner, tmp_path).exit_code == 0
     result = runner.invoke(cli, ["cost", "--workspace", str(tmp_path)])
     assert result.exit_code == 0 and "of which" in result.stdout
+
+
+def test_a_runs_cost_is_the_sum_of_its_calls_at_the_librarys_prices(runner, tmp_path, monkeypatch):
+    """Every call's row, the report's cost and the budget's spend agree with genai-prices' own
+    calculator over the calls' tokens (cached ones included), for a tiered model too."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer(prompt_cache=True) as server:
+        result = run(runner, tmp_path, "--model", "gemini-2.5-pro", "--set", f"llm.default.base_url={server.base_url}",
+                     "--set", "llm.default.api_key_env=TEST_KEY", "--budget", "5")
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(tmp_path / "intellagent.db").execute(
+        "SELECT prompt_tokens, cached_tokens, completion_tokens, cost_usd FROM llm_calls WHERE NOT cached").fetchall()
+    assert len(rows) > 5 and any(cached for _, cached, _, _ in rows)
+    for prompt, cached, completion, cost in rows:
+        usage = Usage(prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion)
+        assert cost == pytest.approx(library_cost("gemini-2.5-pro", usage)), (prompt, cached, completion)
+    report = read_report(next(tmp_path.glob("runs/*/report.json")))
+    spent = sum(c["cost_usd"] for c in report["cost"])
+    assert spent == pytest.approx(sum(row[3] for row in rows))
+    left = float(re.search(r"budget: \$([\d.]+) of \$5", result.stdout).group(1))
+    assert left == pytest.approx(5 - spent, abs=1e-4)

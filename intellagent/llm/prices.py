@@ -1,11 +1,13 @@
 """Prices of models, for the cost of every call and the budget's reservations.
 
-A model's price is, in order: the run's own (``llm.prices``: by exact name, then the longest
-listed prefix), the maintained price table of the ``genai-prices`` package (bundled data, no
-network; a ``provider/`` prefix is stripped, dated snapshots match their family), nothing for a
-``mock/`` model. A model none of them knows has no price: its cost is unknown, not zero, and a
-dollar budget refuses to run on it (a token budget still works). Cached prompt tokens are priced
-at the cached rate where the price has one.
+A model's price is, in order: the run's own (``llm.prices``: by exact name, then a key naming the
+same model, a dated snapshot or a ``provider/`` spelling of it, then the longest ``prefix*``
+key), the maintained price table of the ``genai-prices`` package (bundled data, no network; a
+``provider/`` prefix picks that provider's row, as LiteLLM names models), nothing for a ``mock/``
+model. A model none of them knows has no price: its cost is unknown, not zero, and a dollar
+budget refuses to run on it (a token budget still works). Cached prompt tokens are priced at the
+cached rate where the price has one; a tiered price (Gemini's over 200k prompt tokens) is charged
+at the tier the request's prompt reaches, as the provider bills it.
 """
 
 from __future__ import annotations
@@ -19,54 +21,96 @@ from intellagent.llm.types import Usage
 from intellagent.pipeline import Price
 
 MOCK = "mock/"
+Tiers = tuple[tuple[int, float], ...]  # (prompt tokens above which it applies, $ per million)
 
 
 @dataclass(frozen=True)
 class ModelPrice:
-    """Dollars per million tokens: prompt, cached prompt, completion; where it comes from."""
+    """Dollars per million tokens: prompt, cached prompt, completion (the base rates); where it
+    comes from; and, for a tiered price, the dearer rates a request whose prompt is over a
+    tier's start pays on all its tokens (genai-prices' threshold model)."""
 
     input: float
     output: float
     cached_input: float | None = None
     source: str = ""  # llm.prices, genai-prices, mock
+    tiers: tuple[Tiers, Tiers, Tiers] | None = None  # input, output, cached input
+
+    def rates(self, prompt_tokens: int) -> tuple[float, float, float]:
+        """The input, output and cached input rates of a request with ``prompt_tokens``."""
+        rates = [self.input, self.output, self.input if self.cached_input is None else self.cached_input]
+        for i, tiers in enumerate(self.tiers or ()):
+            for start, price in reversed(tiers):
+                if prompt_tokens > start:
+                    rates[i] = price
+                    break
+        return rates[0], rates[1], rates[2]
 
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cached_tokens, usage.prompt_tokens)
         fresh = usage.prompt_tokens - cached
-        rate = self.input if self.cached_input is None else self.cached_input
-        return (fresh * self.input + cached * rate + usage.completion_tokens * self.output) / 1e6
+        if self.tiers is None:
+            rate = self.input if self.cached_input is None else self.cached_input
+            return (fresh * self.input + cached * rate + usage.completion_tokens * self.output) / 1e6
+        inp, out, rate = self.rates(usage.prompt_tokens)
+        return (fresh * inp + cached * rate + usage.completion_tokens * out) / 1e6
 
     def worst(self, prompt_tokens: int, completion_tokens: int) -> float:
         """The most a request of that size can cost (no prompt token cached)."""
-        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+        inp, out, _ = self.rates(prompt_tokens) if self.tiers is not None else (self.input, self.output, 0)
+        return (prompt_tokens * inp + completion_tokens * out) / 1e6
 
 
-def _mtok(value: Any) -> float | None:
-    """A price per million tokens; a tiered one at its highest tier (the budget's worst case)."""
+def _rate(value: Any) -> tuple[float | None, Tiers]:
+    """A genai-prices price per million tokens: its base rate and its tiers."""
     if value is None:
-        return None
+        return None, ()
     tiers = getattr(value, "tiers", None)
     if tiers is not None:
-        return float(max([value.base, *(t.price for t in tiers)]))
-    return float(value)
+        return float(value.base), tuple((int(t.start), float(t.price)) for t in tiers)
+    return float(value), ()
+
+
+def _find(model: str) -> tuple[Any, Any] | None:
+    """genai-prices' (provider, model) for ``model``: a ``provider/`` prefix picks that
+    provider (LiteLLM's names: ``groq/...``, ``openrouter/...``, ``bedrock/...``), else the name
+    without it is matched across providers."""
+    from genai_prices.data_snapshot import get_snapshot  # 0.2 s to import: only when needed
+
+    snapshot = get_snapshot()
+    refs = [(model, "litellm")]
+    if "/" in model:
+        refs.append((model.split("/", 1)[1], None))
+    for ref, provider in refs:
+        try:
+            return snapshot.find_provider_model(ref, None, provider, None)
+        except (LookupError, ValueError):
+            continue
+    return None
 
 
 @lru_cache(maxsize=512)
 def table_price(model: str) -> ModelPrice | None:
     """The genai-prices table's price of ``model`` (None when it does not know it)."""
-    from genai_prices.data_snapshot import get_snapshot  # 0.2 s to import: only when needed
-
-    name = model.split("/", 1)[1] if "/" in model else model
-    try:
-        _, found = get_snapshot().find_provider_model(name, None, None, None)
-        price = found.get_prices(datetime.now(timezone.utc))
-    except (LookupError, ValueError):
+    found = _find(model)
+    if found is None:
         return None
-    inp, out = _mtok(getattr(price, "input_mtok", None)), _mtok(getattr(price, "output_mtok", None))
+    price = found[1].get_prices(datetime.now(timezone.utc))
+    (inp, inp_tiers), (out, out_tiers) = _rate(getattr(price, "input_mtok", None)), \
+        _rate(getattr(price, "output_mtok", None))
+    cached, cached_tiers = _rate(getattr(price, "cache_read_mtok", None))
     if inp is None or out is None:
         return None
-    return ModelPrice(input=inp, output=out, cached_input=_mtok(getattr(price, "cache_read_mtok", None)),
-                      source="genai-prices")
+    tiered = inp_tiers or out_tiers or cached_tiers
+    return ModelPrice(input=inp, output=out, cached_input=cached, source="genai-prices",
+                      tiers=(inp_tiers, out_tiers, cached_tiers) if tiered else None)
+
+
+@lru_cache(maxsize=512)
+def table_model(model: str) -> str | None:
+    """The model genai-prices takes ``model`` for (its id), None when it knows none."""
+    found = _find(model)
+    return found[1].id if found is not None else None
 
 
 class PriceTable:
@@ -81,11 +125,26 @@ class PriceTable:
             self._found[model] = self._look_up(model)
         return self._found[model]
 
+    def _given(self, model: str) -> Price | None:
+        """The run's own price of ``model``: by its name (with or without its ``provider/``
+        prefix), a key the price table takes for the same model (``gpt-4o`` for
+        ``gpt-4o-2024-08-06``; never ``gpt-4o-mini``, another model), the longest ``prefix*``."""
+        bare = model.split("/", 1)[1] if "/" in model else None
+        for name in (model, bare):
+            if name is not None and name in self.overrides:
+                return self.overrides[name]
+        names = [k for k in self.overrides if not k.endswith("*")]
+        if names and not model.startswith(MOCK):
+            same = table_model(model)
+            if same is not None:
+                for name in names:
+                    if table_model(name) == same:
+                        return self.overrides[name]
+        prefixes = [k for k in self.overrides if k.endswith("*") and model.startswith(k[:-1])]
+        return self.overrides[max(prefixes, key=len)] if prefixes else None
+
     def _look_up(self, model: str) -> ModelPrice | None:
-        given = self.overrides.get(model)
-        if given is None:
-            prefixes = [p for p in self.overrides if model.startswith(p)]
-            given = self.overrides[max(prefixes, key=len)] if prefixes else None
+        given = self._given(model) if self.overrides else None
         if given is not None:
             return ModelPrice(input=given.input, output=given.output, cached_input=given.cached_input,
                               source="llm.prices")

@@ -26,3 +26,7 @@ MAX_SECONDS = 3_600
 
 #: Processes, Ray workers, requests or items in flight at once.
 MAX_PARALLEL = 10_000
+
+#: Dollars per million tokens of a price a run gives (``llm.prices``); the dearest model listed by
+#: genai-prices costs about $600.
+MAX_PRICE = 1_000_000

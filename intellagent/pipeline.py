@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from intellagent.bounds import MAX_PARALLEL, MAX_ROUNDS, MAX_SECONDS
+from intellagent.bounds import MAX_PARALLEL, MAX_PRICE, MAX_ROUNDS, MAX_SECONDS
 from intellagent.model import HttpURL, StrictModel
 
 
@@ -95,11 +95,16 @@ class ModelSettings(StrictModel):
 
 
 class Price(StrictModel):
-    input: float = Field(ge=0, description="Dollars per million prompt tokens.")
-    output: float = Field(ge=0, description="Dollars per million completion tokens.")
-    cached_input: float | None = Field(default=None, ge=0, description="Dollars per million "
-                                       "prompt tokens read from the provider's prompt cache "
-                                       "(default: the input price).")
+    """A model's price, each a finite number of dollars (a string, a boolean or .inf is refused:
+    an infinite price made every call's cost NaN, which the store could not record)."""
+
+    input: float = Field(ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
+                         description="Dollars per million prompt tokens.")
+    output: float = Field(ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
+                          description="Dollars per million completion tokens.")
+    cached_input: float | None = Field(default=None, ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
+                                       description="Dollars per million prompt tokens read from the "
+                                                   "provider's prompt cache (default: the input price).")
 
 
 class LLMSettings(StrictModel):

@@ -187,3 +187,21 @@ def test_a_runs_cost_is_the_sum_of_its_calls_at_the_librarys_prices(runner, tmp_
     assert spent == pytest.approx(sum(row[3] for row in rows))
     left = float(re.search(r"budget: \$([\d.]+) of \$5", result.stdout).group(1))
     assert left == pytest.approx(5 - spent, abs=1e-4)
+
+
+@pytest.mark.parametrize("value,what", [
+    ("{input: .inf, output: 1}", "input: Input should be a finite number"),
+    ("{input: 1, output: 1e400}", "output: Input should be a finite number"),
+    ("{input: 1, output: 2, cached_input: .nan}", "cached_input: Input should be a finite number"),
+    ("{input: 2000000, output: 1}", "input: Input should be less than or equal to 1000000"),
+    ("{input: true, output: 1}", "input: Input should be a valid number"),
+    ("{input: '1.5', output: 1}", "input: Input should be a valid number"),
+    ("{input: -1, output: 1}", "input: Input should be greater than or equal to 0"),
+])
+def test_a_price_that_is_no_finite_number_of_dollars_is_one_line(runner, tmp_path, value, what):
+    """An infinite price made every call's cost NaN: an internal error at the first call (exit 3)."""
+    from tests.test_bad_input import assert_one_clean_line
+
+    result = run(runner, tmp_path, "--model", "gpt-4o-mini", "--set",
+                 "llm.default.base_url=http://127.0.0.1:9/v1", "--set", f"llm.prices.gpt-4o-mini={value}")
+    assert_one_clean_line(result, "--set llm.prices.gpt-4o-mini", what)

@@ -351,11 +351,28 @@ def model_overrides(model: str, flag: str = "--model") -> list[tuple[str, Any, s
     return [("llm.default.model", model, flag), ("llm.roles.*.model", model, flag)]
 
 
+def split_path(dotted: str) -> list[str]:
+    """The parts of a ``--set`` path; a part in double quotes may hold dots, as a model's name
+    does (``llm.prices."qwen2.5:7b"``)."""
+    if '"' not in dotted:
+        return dotted.split(".")
+    parts, part, quoted = [], "", False
+    for char in dotted:
+        if char == '"':
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append(part)
+            part = ""
+        else:
+            part += char
+    return [*parts, part]
+
+
 def _expand(raw: Any, overrides: list[tuple[str, Any, str]]) -> list[tuple[str, Any, str]]:
     """Overrides with a ``*`` part made one per key the file has there."""
     out = []
     for dotted, value, flag in overrides:
-        if "*" not in dotted.split("."):
+        if "*" not in split_path(dotted):
             out.append((dotted, value, flag))
             continue
         head, _, tail = dotted.partition(".*.")
@@ -374,7 +391,7 @@ def _apply_overrides(raw: Any, overrides: list[tuple[str, Any, str]], source: Pa
     flags: dict[tuple, str] = {}
     for dotted, value, flag in overrides:
         node = raw
-        parts = dotted.split(".")
+        parts = split_path(dotted)
         if not all(parts):
             raise IntellagentError(f"cannot set '{dotted}': a part of the path is empty", item=flag)
         for i, part in enumerate(parts[:-1]):

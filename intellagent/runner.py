@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import sys
 import types
@@ -233,15 +234,18 @@ class Runner:
         if not unpriced:
             return
         models = "; ".join(f"{m} (role {', '.join(r)})" for m, r in unpriced.items())
-        how = (f"give it with --set 'llm.prices.{next(iter(unpriced))}={{input: 2.5, output: 10}}' "
-               "(dollars per million tokens)")
+        # a name with a dot is quoted: --set splits its path at dots (llm.prices.qwen2 of qwen2.5:7b)
+        how = "give {} with {} (dollars per million tokens)".format(
+            "it" if len(unpriced) == 1 else "each", " ".join(
+                f"--set 'llm.prices.{json.dumps(m) if '.' in m else m}={{input: 2.5, output: 10}}'"
+                for m in unpriced))
         s = self.llm.settings
         if s.budget_usd is not None and s.budget_tokens is None:
             raise IntellagentError(f"a dollar budget needs every model's price, and there is none for "
-                                   f"{models}: {how}, or give a token budget (llm.budget_tokens) instead",
-                                   item="llm.budget_usd")
-        self.progress.stream.write(f"warning: no known price for {models}: its calls count as $0; "
-                                   f"{how}\n")
+                                   f"{models}: {how}, or give a token budget instead "
+                                   f"(--set llm.budget_tokens=N)", item="llm.budget_usd")
+        self.progress.stream.write(f"warning: no known price for {models}: "
+                                   f"{'its' if len(unpriced) == 1 else 'their'} calls count as $0; {how}\n")
 
     async def run(self) -> RunResult:
         spec = self.plan.spec

@@ -205,3 +205,26 @@ def test_a_price_that_is_no_finite_number_of_dollars_is_one_line(runner, tmp_pat
     result = run(runner, tmp_path, "--model", "gpt-4o-mini", "--set",
                  "llm.default.base_url=http://127.0.0.1:9/v1", "--set", f"llm.prices.gpt-4o-mini={value}")
     assert_one_clean_line(result, "--set llm.prices.gpt-4o-mini", what)
+
+
+def test_the_refusals_fix_works_as_written_for_every_unpriced_model(runner, tmp_path, monkeypatch):
+    """The line's --set flags, pasted, price every model it names: a name with a dot (qwen2.5:7b,
+    gpt-4.1) was split at it (llm.prices.qwen2: missing required key 'input'), and with two
+    unpriced models only the first was named."""
+    import shlex
+
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer() as server:
+        models = ["--model", "qwen2.5:7b", "--set", f"llm.default.base_url={server.base_url}",
+                  "--set", "llm.default.api_key_env=TEST_KEY", "--set",
+                  f"llm.roles.user={{model: my-sim, base_url: '{server.base_url}', api_key_env: TEST_KEY}}"]
+        refused = run(runner, tmp_path, *models, "--budget", "1")
+        assert refused.exit_code == 2, refused.output
+        [line] = refused.stderr.strip().splitlines()
+        fix = [word for word in shlex.split(line.split(": give each with ")[1].split(" (dollars")[0])]
+        assert fix.count("--set") == 2, line
+        result = run(runner, tmp_path, *models, "--budget", "1", *fix)
+    assert result.exit_code == 0, result.output
+    costs = dict(sqlite3.connect(tmp_path / "intellagent.db").execute(
+        "SELECT model, SUM(cost_usd) FROM llm_calls GROUP BY model").fetchall())
+    assert set(costs) == {"qwen2.5:7b", "my-sim"} and all(cost > 0 for cost in costs.values()), costs

@@ -185,16 +185,21 @@ class Plan:
                 out[name] = merge_scores(out[name], spec) if name in out else spec
         return out
 
-    def check_providers(self, registry: Registry, steps: list[str] | None = None) -> None:
-        """Build the provider of every model role ``steps`` (all by default) use, so that what
-        only this machine can say (a missing API key, a real model while offline) stops the run
-        before it starts, naming the role, not at the role's first call."""
+    def roles_used(self, steps: list[str] | None = None) -> list[str]:
+        """The model roles ``steps`` (all by default) call: their own and, where one talks to
+        the agent under test, the agent's."""
         names = steps if steps is not None else list(self.steps)
         roles = {r for n in names for r in self.steps[n].roles}
         if any(self.steps[n].uses_agent for n in names) and self.agent is not None:
             roles |= set(getattr(self.agent.value, "roles", {}) or {})
+        return sorted(roles)
+
+    def check_providers(self, registry: Registry, steps: list[str] | None = None) -> None:
+        """Build the provider of every model role ``steps`` (all by default) use, so that what
+        only this machine can say (a missing API key, a real model while offline) stops the run
+        before it starts, naming the role, not at the role's first call."""
         llm = self.spec.llm
-        for role in sorted(roles):
+        for role in self.roles_used(steps):
             settings = llm.for_role(role)
             name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
             try:

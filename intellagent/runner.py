@@ -228,9 +228,10 @@ class Runner:
             self.store.flush_due()
 
     def _check_prices(self) -> None:
-        """A model with no known price: a warning naming it; with a dollar budget (and no token
-        budget), a refusal, since the budget could not hold."""
-        unpriced = self.llm.unpriced(sorted(self.plan.roles))
+        """A model with no known price, of a role the steps to run call (not a later step's,
+        under --until): a warning naming it; with a dollar budget (and no token budget), a
+        refusal, since the budget could not hold."""
+        unpriced = self.llm.unpriced(self.plan.roles_used([s.name for s in self.steps]))
         if not unpriced:
             return
         models = "; ".join(f"{m} (role {', '.join(r)})" for m, r in unpriced.items())

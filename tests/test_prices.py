@@ -228,3 +228,18 @@ def test_the_refusals_fix_works_as_written_for_every_unpriced_model(runner, tmp_
     costs = dict(sqlite3.connect(tmp_path / "intellagent.db").execute(
         "SELECT model, SUM(cost_usd) FROM llm_calls GROUP BY model").fetchall())
     assert set(costs) == {"qwen2.5:7b", "my-sim"} and all(cost > 0 for cost in costs.values()), costs
+
+
+def test_a_model_only_a_later_step_uses_is_not_asked_for_under_until(runner, tmp_path, monkeypatch):
+    """--until graph calls no simulated user: its model's missing price neither refuses the dollar
+    budget nor is warned about (the whole run is still refused)."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer() as server:
+        models = ["--model", "gpt-4o-mini", "--set", f"llm.default.base_url={server.base_url}",
+                  "--set", "llm.default.api_key_env=TEST_KEY", "--set",
+                  f"llm.roles.user={{model: my-sim, base_url: '{server.base_url}', api_key_env: TEST_KEY}}",
+                  "--budget", "1"]
+        graph = run(runner, tmp_path, *models, "--until", "graph")
+        whole = run(runner, tmp_path, *models)
+    assert graph.exit_code == 0 and "my-sim" not in graph.output, graph.output
+    assert whole.exit_code == 2 and "there is none for my-sim (role user)" in whole.stderr

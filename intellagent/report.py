@@ -67,6 +67,9 @@ class RunInfo(BaseModel):
     notices: list[str] = Field(default_factory=list, description="What a reader must know about the "
                                "run's models before reading it, as their providers say it (a demo "
                                "model's answers are scripted, not a model's).")
+    unpriced: list[str] = Field(default_factory=list, description="Models the run called with no "
+                                "known price: their calls count as $0, so the run's cost is a "
+                                "lower bound.")
     structured: dict[str, str] = Field(default_factory=dict, description="How each role's endpoint "
                                        "was asked for structured output (tools, json_schema, json): "
                                        "the configured mode, or what an `auto` probe picked.")
@@ -77,6 +80,13 @@ class RunInfo(BaseModel):
         for role, mode in sorted(self.structured.items()):
             by_mode.setdefault(mode, []).append(role)
         return ", ".join(f"{mode} ({', '.join(roles)})" for mode, roles in by_mode.items())
+
+    def unpriced_text(self) -> str:
+        """What the cost leaves out, for a reader of the report (empty when every model has a price)."""
+        if not self.unpriced:
+            return ""
+        return (f"no known price for {', '.join(self.unpriced)}: {'its' if len(self.unpriced) == 1 else 'their'} "
+                "calls count as $0, so the cost is a lower bound; llm.prices gives a price")
 
 
 class RunReport(BaseModel):

@@ -329,6 +329,7 @@ class Runner:
                        models={r: self.llm.settings_for(r).model for r in sorted(plan.roles)},
                        structured=self.llm.structured_modes(sorted(plan.roles)),
                        notices=self.llm.notices(sorted(plan.roles)),
+                       unpriced=sorted(self.llm.unpriced(plan.roles_used([s.name for s in self.steps]))),
                        seed=self.seed, status=status,
                        provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__,
                                                 replays=self.replay.run_id if self.replay else None),

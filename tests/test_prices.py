@@ -243,3 +243,21 @@ def test_a_model_only_a_later_step_uses_is_not_asked_for_under_until(runner, tmp
         whole = run(runner, tmp_path, *models)
     assert graph.exit_code == 0 and "my-sim" not in graph.output, graph.output
     assert whole.exit_code == 2 and "there is none for my-sim (role user)" in whole.stderr
+
+
+def test_the_report_and_cost_say_which_models_count_as_zero_dollars(runner, tmp_path, monkeypatch):
+    """A paid model with no known price counts $0: what is kept of the run (its summary, report.json,
+    report.html, `intellagent cost`) says so, not only the warning at its start."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer() as server:
+        result = run(runner, tmp_path, "--set", f"llm.roles.user={{model: my-sim, base_url: "
+                     f"'{server.base_url}', api_key_env: TEST_KEY}}")
+    assert result.exit_code == 0, result.output
+    said = "no known price for my-sim: its calls count as $0, so the cost is a lower bound"
+    assert f"cost: {said}" in result.stdout
+    folder = next(tmp_path.glob("runs/*"))
+    assert read_report(folder / "report.json")["info"]["unpriced"] == ["my-sim"]
+    assert said in (folder / "report.html").read_text()
+    assert said in runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
+    priced = run(runner, tmp_path / "priced")  # every model a mock: nothing to say
+    assert priced.exit_code == 0 and "no known price" not in priced.output

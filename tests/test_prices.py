@@ -261,3 +261,36 @@ def test_the_report_and_cost_say_which_models_count_as_zero_dollars(runner, tmp_
     assert said in runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
     priced = run(runner, tmp_path / "priced")  # every model a mock: nothing to say
     assert priced.exit_code == 0 and "no known price" not in priced.output
+
+
+def test_a_server_that_reports_no_usage_is_charged_its_estimate(monkeypatch):
+    """No `usage` in the answer: the call is not free; its tokens are estimated (about four
+    characters a token), priced and charged to the budget, for plain and structured calls."""
+    from pydantic import BaseModel
+
+    class NoUsage(OpenAIServer):
+        def _completion(self, request, *, invalid):
+            answer = super()._completion(request, invalid=invalid)
+            answer.pop("usage")
+            return answer
+
+    class Answer(BaseModel):
+        answer: str
+
+    monkeypatch.setenv("TEST_KEY", "k")
+    with NoUsage() as server:
+        llm = LLM(LLMSettings(default=ModelSettings(model="gpt-4o-mini", base_url=server.base_url,
+                                                    api_key_env="TEST_KEY"), cache=False, budget_usd=1.0))
+        messages = [{"role": "user", "content": "hello " * 400}]  # 2,400 characters
+
+        async def calls():
+            try:
+                return await llm.chat(messages), await llm.structured(messages, Answer)
+            finally:
+                await llm.aclose()
+
+        plain, structured = asyncio.run(calls())
+    for outcome in (plain, structured):
+        assert outcome.usage.prompt_tokens >= 600 and outcome.usage.completion_tokens > 0
+        assert outcome.cost_usd == pytest.approx(PriceTable().cost("gpt-4o-mini", outcome.usage))
+    assert llm.spent_usd == pytest.approx(plain.cost_usd + structured.cost_usd) and llm.spent_usd > 0

@@ -401,6 +401,9 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     if budget is not None and found.dollars is not None and found.dollars > budget:
         click.echo(f"  the budget (${budget:g}) would stop it at about {budget / found.dollars:.0%} "
                    "of its model calls")
+    if budget is not None and found.unpriced and plan.spec.llm.budget_tokens is None:
+        click.echo(f"  the dollar budget would refuse to start it: no known price for "
+                   f"{', '.join(found.unpriced)} (llm.prices gives one; or give a token budget)")
     if not earlier:
         click.echo("  (a guess from the pipeline and the environment: a finished run of this "
                    "pipeline in the workspace makes it a measurement)")

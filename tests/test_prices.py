@@ -294,3 +294,15 @@ def test_a_server_that_reports_no_usage_is_charged_its_estimate(monkeypatch):
         assert outcome.usage.prompt_tokens >= 600 and outcome.usage.completion_tokens > 0
         assert outcome.cost_usd == pytest.approx(PriceTable().cost("gpt-4o-mini", outcome.usage))
     assert llm.spent_usd == pytest.approx(plain.cost_usd + structured.cost_usd) and llm.spent_usd > 0
+
+
+def test_the_estimate_says_a_dollar_budget_would_refuse_an_unpriced_model(runner, tmp_path, monkeypatch):
+    """--estimate with --budget and a model with no price printed 'unknown' and exit 0; the run
+    itself then refused to start: the estimate says so before."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    estimate = run(runner, tmp_path, *UNPRICED, "--budget", "1", "--estimate")
+    assert estimate.exit_code == 0, estimate.output
+    assert "the dollar budget would refuse to start it: no known price for my-local-model" in estimate.stdout
+    tokens = run(runner, tmp_path, *UNPRICED, "--budget", "1", "--set", "llm.budget_tokens=100000", "--estimate")
+    assert tokens.exit_code == 0 and "refuse" not in tokens.stdout
+    assert run(runner, tmp_path, *UNPRICED, "--budget", "1").exit_code == 2

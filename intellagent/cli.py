@@ -604,8 +604,8 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
     if report.info.structured:
         click.echo(f"  structured output: {report.info.structured_text()}")
-    if report.info.unpriced:
-        click.echo(f"  cost: {report.info.unpriced_text()}")
+    if report.info.unpriced or report.info.agent_cost_apart:
+        click.echo(f"  cost: {report.info.cost_note()}")
     if report.info.budget_left:
         refused = report.info.budget_refused
         click.echo(f"  budget: {report.info.budget_left} left unspent" + (
@@ -835,10 +835,10 @@ def cost(run: str, workspace: Path, store_url: str | None) -> None:
     click.echo(f"{'total':<12} {'':<24} {totals['calls']:>6} {totals['cached']:>6} "
                f"{totals['failed']:>6} {totals['prompt_tokens']:>11} {totals['cached_tokens']:>9} "
                f"{totals['completion_tokens']:>11} {totals['cost_usd']:>10.4f}")
-    if info.get("unpriced"):
+    if info.get("unpriced") or info.get("agent_cost_apart"):
         from intellagent.report import RunInfo
 
-        click.echo(f"({RunInfo.model_validate(info).unpriced_text()})")
+        click.echo(f"({RunInfo.model_validate(info).cost_note()})")
     click.echo("(of which: prompt tokens the provider read from its prompt cache, priced at its cached "
                "rate; request s: mean seconds from a request to its answer, retries included; queued s: "
                "mean seconds waiting for a concurrency slot or the rate limits before it)")

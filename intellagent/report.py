@@ -67,6 +67,9 @@ class RunInfo(BaseModel):
     notices: list[str] = Field(default_factory=list, description="What a reader must know about the "
                                "run's models before reading it, as their providers say it (a demo "
                                "model's answers are scripted, not a model's).")
+    agent_cost_apart: bool = Field(default=False, description="The agent under test has no model "
+                                   "role of the run (an HTTP, Python or A2A agent): any model calls "
+                                   "it makes itself are not in the run's cost.")
     unpriced: list[str] = Field(default_factory=list, description="Models the run called with no "
                                 "known price: their calls count as $0, so the run's cost is a "
                                 "lower bound.")
@@ -81,12 +84,16 @@ class RunInfo(BaseModel):
             by_mode.setdefault(mode, []).append(role)
         return ", ".join(f"{mode} ({', '.join(roles)})" for mode, roles in by_mode.items())
 
-    def unpriced_text(self) -> str:
-        """What the cost leaves out, for a reader of the report (empty when every model has a price)."""
-        if not self.unpriced:
-            return ""
-        return (f"no known price for {', '.join(self.unpriced)}: {'its' if len(self.unpriced) == 1 else 'their'} "
-                "calls count as $0, so the cost is a lower bound; llm.prices gives a price")
+    def cost_note(self) -> str:
+        """What the cost leaves out, for a reader of the report (empty when nothing is left out)."""
+        parts = []
+        if self.unpriced:
+            parts.append(f"no known price for {', '.join(self.unpriced)}: "
+                         f"{'its' if len(self.unpriced) == 1 else 'their'} calls count as $0, so the "
+                         "cost is a lower bound; llm.prices gives a price")
+        if self.agent_cost_apart:
+            parts.append("any model calls the agent under test makes itself are not in it")
+        return "; ".join(parts)
 
 
 class RunReport(BaseModel):

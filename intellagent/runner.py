@@ -330,6 +330,8 @@ class Runner:
                        structured=self.llm.structured_modes(sorted(plan.roles)),
                        notices=self.llm.notices(sorted(plan.roles)),
                        unpriced=sorted(self.llm.unpriced(plan.roles_used([s.name for s in self.steps]))),
+                       agent_cost_apart=any(s.uses_agent for s in self.steps) and plan.agent is not None
+                       and not getattr(plan.agent.value, "roles", None),
                        seed=self.seed, status=status,
                        provenance=provenance_of(plan, self.env, self.llm, self.agent, __version__,
                                                 replays=self.replay.run_id if self.replay else None),

@@ -306,3 +306,24 @@ def test_the_estimate_says_a_dollar_budget_would_refuse_an_unpriced_model(runner
     tokens = run(runner, tmp_path, *UNPRICED, "--budget", "1", "--set", "llm.budget_tokens=100000", "--estimate")
     assert tokens.exit_code == 0 and "refuse" not in tokens.stdout
     assert run(runner, tmp_path, *UNPRICED, "--budget", "1").exit_code == 2
+
+
+def test_the_cost_of_a_run_says_an_http_agents_own_calls_are_not_in_it(runner, tmp_path):
+    """An HTTP agent's model is its own: the run's cost (summary, report, `intellagent cost`) is
+    the harness's only, and says so; an agent on the run's own model role is in it."""
+    from tests.test_own_agent import Endpoint, http_agent  # a local HTTP agent
+
+    said = "any model calls the agent under test makes itself are not in it"
+    agent = Endpoint()
+    try:
+        result = run(runner, tmp_path, *http_agent(agent.url))
+    finally:
+        agent.close()
+    assert result.exit_code == 0, result.output
+    assert f"cost: {said}" in result.stdout
+    folder = next(tmp_path.glob("runs/*"))
+    assert read_report(folder / "report.json")["info"]["agent_cost_apart"] is True
+    assert said in (folder / "report.html").read_text()
+    assert said in runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
+    own = run(runner, tmp_path / "own")  # openai-tools on the run's `agent` role: counted
+    assert own.exit_code == 0 and said not in own.stdout

@@ -391,7 +391,7 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
         store = Store(url or f"sqlite:///{Path(workspace) / 'intellagent.db'}", read_only=True)
     else:  # no store yet: walked over an empty one, so the steps that call nothing give their lists
         store = Store("sqlite://")
-    earlier = earlier_figures(plan, store)
+    earlier = earlier_figures(plan, env, store)
     reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
     found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")

@@ -186,12 +186,13 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
 
 # -- what an earlier run measured ----------------------------------------------------------------
 
-def earlier_figures(plan: Any, store: Any) -> dict[str, Any]:
-    """Per item of each step, what the latest finished run of ``plan``'s pipeline in ``store``
-    spent (calls and tokens by role, with the model each role had; elements of each list; the
+def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
+    """Per item of each step, what the latest finished run of ``plan``'s pipeline on ``env`` (the
+    same files: another environment, or this one with other data or prompt, is another world) in
+    ``store`` spent (calls and tokens by role, with the model each role had; elements of each list; the
     calls in a chain), whether it tested the same agent, and the mean seconds of its calls;
     empty when there is none."""
-    run_id = store.latest_finished_run(plan.name)
+    run_id = store.latest_finished_run(plan.name, environment_hash=env.fingerprint())
     if run_id is None:
         return {}
     figures = store.run_figures(run_id)

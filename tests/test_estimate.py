@@ -171,3 +171,23 @@ def test_a_fresh_workspace_counts_the_lists_that_need_no_model(runner, tmp_path)
     result = runner.invoke(cli, ["run", "airline", "--pipeline", "tau-bench", "--workspace", str(tmp_path / "ws"),
                                  "--estimate"])
     assert result.exit_code == 2 and "task file 'tasks_test.json' not found" in result.output, result.output
+
+
+def test_an_earlier_run_in_another_environment_measures_nothing_of_this_one(runner, tmp_path):
+    """A retail run's policy graph and dialogs say nothing of airline's: the airline estimate in
+    that workspace is airline's own, not the retail run's figures."""
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "retail", "--events", "3", "--workspace", str(ws)])
+    assert result.exit_code in (0, 1), result.output
+    cold = estimate(runner, tmp_path / "cold", events=10)
+    found = estimate(runner, ws, events=10)
+    assert not any(v["from"].startswith("run ") for v in found["steps"].values()), found["output"]
+    assert (found["calls"], found["tokens"]) == (cold["calls"], cold["tokens"])
+    # the same environment with another agent prompt is another world too
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text((REPO / "environments" / "airline" / "prompt.md").read_text() + "\nBe brief.\n")
+    run(runner, ws)
+    assert estimate(runner, ws, events=10)["steps"]["graph"]["from"].startswith("run ")
+    other = estimate(runner, ws, "--prompt", str(prompt), events=10)
+    assert not any(v["from"].startswith("run ") for v in other["steps"].values()), other["output"]
+

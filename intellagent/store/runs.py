@@ -63,9 +63,11 @@ class RunRecords(StoreBase):
                 return (run_id, data.get("report_folder") or run_id) if unfinished else None
         return None
 
-    def latest_finished_run(self, pipeline: str, *, look_back: int = 50) -> str | None:
+    def latest_finished_run(self, pipeline: str, *, environment_hash: str | None = None,
+                            look_back: int = 50) -> str | None:
         """The latest run of ``pipeline`` that finished with its report (not a mutant's run, not a
-        replay: they measure another agent), or None."""
+        replay: they measure another agent), on the environment whose fingerprint is
+        ``environment_hash`` when given (another world's graph and dialogs cost otherwise), or None."""
         t = RunRow.__table__.c
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(t.id, t.config).where(t.status == "done")
@@ -73,7 +75,9 @@ class RunRecords(StoreBase):
         for run_id, config in rows:
             data = json.loads(config or "{}")
             if data.get("pipeline") == pipeline and data.get("info") and not data.get("until") \
-                    and not data.get("mutant") and not data.get("replays"):
+                    and not data.get("mutant") and not data.get("replays") \
+                    and (environment_hash is None or environment_hash ==
+                         ((data["info"].get("provenance") or {}).get("environment_hash"))):
                 return run_id
         return None
 

@@ -191,3 +191,14 @@ def test_an_earlier_run_in_another_environment_measures_nothing_of_this_one(runn
     other = estimate(runner, ws, "--prompt", str(prompt), events=10)
     assert not any(v["from"].startswith("run ") for v in other["steps"].values()), other["output"]
 
+
+def test_a_request_made_again_for_an_item_is_measured_once(runner, tmp_path):
+    """Running the same items again with --no-cache records each request a second time for the
+    same item: the figures per item are those of making it once, not twice."""
+    ws = tmp_path / "ws"
+    run(runner, ws)
+    once = estimate(runner, ws, "--no-cache", events=12)
+    run(runner, ws, "--no-cache")
+    again = estimate(runner, ws, "--no-cache", events=12)
+    assert again["steps"]["dialogs"]["from"].startswith("run ")
+    assert (again["calls"], again["tokens"]) == (once["calls"], once["tokens"])

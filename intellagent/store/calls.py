@@ -84,23 +84,35 @@ class CallLog(StoreBase):
 
     def run_figures(self, run_id: str) -> dict[str, Any]:
         """What a run's items took: items per step, calls and tokens per step and role (every
-        call its items took, whichever run made it), and the mean seconds of a call."""
+        call its items took, whichever run made it), and the mean seconds of a call.
+
+        A request is counted once per item however often it was recorded (a cache hit, the same
+        request sent again under ``--no-cache`` or after a failure), and a call the budget
+        refused (nothing sent) not at all: what making the item once takes."""
         self.flush()
         ri, t = RunItemRow.__table__.c, LLMCallRow.__table__.c
+        sent = t.outcome != "budget-exhausted"
         with self.engine.connect() as conn:
             items = dict(conn.execute(sa.select(ri.step, sa.func.count()).where(ri.run_id == run_id)
                                       .group_by(ri.step)).all())
             keys = sa.select(ri.key, ri.step).where(ri.run_id == run_id).subquery()
+            requests = (sa.select(t.item_key, t.role, t.request_hash,
+                                  sa.func.max(t.prompt_tokens).label("prompt"),
+                                  sa.func.max(t.completion_tokens).label("completion"))
+                        .where(sent, t.item_key.in_(sa.select(keys.c.key)))
+                        .group_by(t.item_key, t.role, t.request_hash).subquery())
             rows = conn.execute(
-                sa.select(keys.c.step, t.role, sa.func.count(), sa.func.sum(t.prompt_tokens),
-                          sa.func.sum(t.completion_tokens), sa.func.avg(sa.case((t.cached == sa.false(), t.latency_ms))))
-                .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key).group_by(keys.c.step, t.role)).all()
+                sa.select(keys.c.step, requests.c.role, sa.func.count(), sa.func.sum(requests.c.prompt),
+                          sa.func.sum(requests.c.completion))
+                .join_from(requests, keys, requests.c.item_key == keys.c.key)
+                .group_by(keys.c.step, requests.c.role)).all()
+            latencies = [latency / 1000 for (latency,) in conn.execute(
+                sa.select(sa.func.avg(t.latency_ms))
+                .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
+                .where(sent, t.cached == sa.false()).group_by(keys.c.step, t.role)) if latency]
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
-        latencies = []
-        for step, role, calls, prompt, completion, latency in rows:
+        for step, role, calls, prompt, completion in rows:
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
-            if latency:
-                latencies.append(latency / 1000)
         return {"items": items, "loads": loads,
                 "latency": sum(latencies) / len(latencies) if latencies else None}
 

@@ -97,12 +97,16 @@ def default_estimate(step: Any, env: Any) -> ItemEstimate:
 @dataclass
 class Reuse:
     """What a walk of the plan over the store found, per step: items held (``reused``), items to
-    make (``new``), and of those the ones that start a fan-out whose elements are known only once
-    made (``unknown``: the items below them are not in ``new``)."""
+    make (``new``), of those the ones that start a fan-out whose elements are known only once
+    made (``unknown``: the items below them are not in ``new``), and the calls of the items to
+    make whose answers the cache holds (``cached``)."""
 
     reused: Counter = field(default_factory=Counter)
     new: Counter = field(default_factory=Counter)
     unknown: Counter = field(default_factory=Counter)
+    #: by step and role, the calls of items to make that the cache answers already (calls,
+    #: prompt and completion tokens): an unfinished item's, made again for free
+    cached: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
 
 
 class _Quiet:
@@ -143,11 +147,12 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
     free = {s.name for s in selected if not (s.roles or s.uses_agent)}
     needed = roots | {w.source for s in selected if s.name in free for w in s.wires}
     found = Reuse()
+    answers = store.cached_answers() if cache else {}
 
     async def make(step: Any, scope: Any, inputs: dict[str, Any], hashes: list) -> Held:
         key = content_hash(maker.static_key(step), hashes)
         if any(str(h).startswith("new:") for _, h in hashes) or any(w.mode == "gather" for w in step.wires):
-            return _to_make(step, key)
+            return _to_make(step, key, known=False)
         row = store.item(key) if cache or step.name in free else None
         if row is not None and row.status not in UNFINISHED and row.status != DEGRADED:
             found.reused[step.name] += 1
@@ -166,8 +171,12 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
         value, _, value_hash = typed(step, out.value)
         return Held(value, value_hash, out.status, out.halts)
 
-    def _to_make(step: Any, key: str) -> Held:
+    def _to_make(step: Any, key: str, known: bool = True) -> Held:
         found.new[step.name] += 1
+        if cache and known:  # an unfinished item's calls the cache answers: asked again, for free
+            for role, (n, prompt, completion) in answers.get(key, {}).items():
+                held = found.cached.get((step.name, role), (0, 0, 0))
+                found.cached[step.name, role] = (held[0] + n, held[1] + prompt, held[2] + completion)
         if step.name in roots:
             found.unknown[step.name] += 1
         return Held(None, "new:" + key, "new")
@@ -284,6 +293,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     for name in names:
         step, guess, n = plan.steps[name], per_item[name], items[name]
         calls = prompt = completion = 0.0
+        answered = 0
         step_dollars: float | None = 0.0
         for role, load in guess.roles.items():
             roles = agent_roles if role == "agent" and step.uses_agent else [role]
@@ -291,6 +301,10 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
                 share = 1 / len(roles)
                 c, p, o = n * load.calls * share, n * load.calls * load.prompt_tokens * share, \
                     n * load.calls * load.completion_tokens * share
+                if reuse is not None and (name, r) in reuse.cached:  # answered by the cache
+                    held = reuse.cached[name, r]
+                    c, p, o = max(0.0, c - held[0]), max(0.0, p - held[1]), max(0.0, o - held[2])
+                    answered += held[0]
                 calls, prompt, completion = calls + c, prompt + p, completion + o
                 model = settings.for_role(r).model
                 price = prices.price(model)
@@ -301,7 +315,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
                     step_dollars += (p * price.input + o * price.output) / 1e6
         costs.append(StepCost(name=name, items=n, reused=reuse.reused[name] if reuse else 0, calls=calls,
                               prompt_tokens=prompt, completion_tokens=completion, dollars=step_dollars,
-                              source=sources[name]))
+                              source=sources[name] + (f"; {answered} calls in the cache" if answered else "")))
         total_calls, prompt_total, completion_total = total_calls + calls, prompt_total + prompt, \
             completion_total + completion
         dollars = None if dollars is None or step_dollars is None else dollars + step_dollars

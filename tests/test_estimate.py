@@ -202,3 +202,29 @@ def test_a_request_made_again_for_an_item_is_measured_once(runner, tmp_path):
     again = estimate(runner, ws, "--no-cache", events=12)
     assert again["steps"]["dialogs"]["from"].startswith("run ")
     assert (again["calls"], again["tokens"]) == (once["calls"], once["tokens"])
+
+
+def test_an_unfinished_items_calls_in_the_cache_are_not_priced_again(runner, tmp_path):
+    """A run killed after its dialogs' calls were answered but before their items were written
+    (items are committed after the calls that made them): the dialogs are to make again, but
+    every call they ask is in the cache, so the estimate prices none of them, as the run then
+    sends none."""
+    ws = tmp_path / "ws"
+    run(runner, ws)
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        dialogs = conn.execute("SELECT count(*) FROM items WHERE step = 'intellagent/policy-user'").fetchone()[0]
+        conn.execute("DELETE FROM items WHERE step IN ('intellagent/policy-user', 'intellagent/policy-critic')")
+    assert dialogs == 6
+    found = estimate(runner, ws)
+    assert (found["steps"]["dialogs"]["items"], found["steps"]["dialogs"]["calls"]) == (6, 0), found["output"]
+    assert "calls in the cache" in found["steps"]["dialogs"]["from"]
+    result = runner.invoke(cli, ["run", "airline", "--events", "6", "--workspace", str(ws)])
+    assert result.exit_code in (0, 1), result.output
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        run_id, = conn.execute("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        sent, = conn.execute("SELECT count(*) FROM llm_calls WHERE run_id = ? AND cached = 0 AND role IN "
+                             "('user', 'agent')", (run_id,)).fetchone()
+        answered, = conn.execute("SELECT count(*) FROM llm_calls WHERE run_id = ? AND cached = 1", (run_id,)).fetchone()
+    assert sent == 0 and answered > 0
+    # without the cache every call is asked again, and priced
+    assert estimate(runner, ws, "--no-cache")["steps"]["dialogs"]["calls"] > 0

@@ -10,8 +10,9 @@ from typing import Any, Callable
 import sqlalchemy as sa
 from sqlmodel import select
 
+from intellagent.steps import REMADE
 from intellagent.store.connection import StoreBase
-from intellagent.store.schema import COMPACT_KEYS, CachedResponseRow, LLMCallRow, MigrationRow, RunItemRow
+from intellagent.store.schema import COMPACT_KEYS, CachedResponseRow, ItemRow, LLMCallRow, MigrationRow, RunItemRow
 
 
 class CallLog(StoreBase):
@@ -115,6 +116,26 @@ class CallLog(StoreBase):
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
         return {"items": items, "loads": loads,
                 "latency": sum(latencies) / len(latencies) if latencies else None}
+
+    def cached_answers(self) -> dict[str, dict[str, tuple[int, int, int]]]:
+        """By item key and role, the requests made for an item the store does not hold finished
+        whose answers the cache holds (calls, prompt and completion tokens): an item left
+        unfinished (a run killed or stopped by its budget) asks them again for free when it is
+        made."""
+        self.flush()
+        t, c, i = LLMCallRow.__table__.c, CachedResponseRow.__table__.c, ItemRow.__table__.c
+        finished = sa.select(i.key).where(i.status.not_in(REMADE))
+        asked = (sa.select(t.item_key, t.role, t.request_hash)
+                 .where(t.item_key.is_not(None), t.item_key.not_in(finished)).distinct().subquery())
+        query = (sa.select(asked.c.item_key, asked.c.role, sa.func.count(), sa.func.sum(c.prompt_tokens),
+                           sa.func.sum(c.completion_tokens))
+                 .join_from(asked, CachedResponseRow.__table__, c.request_hash == asked.c.request_hash)
+                 .group_by(asked.c.item_key, asked.c.role))
+        found: dict[str, dict[str, tuple[int, int, int]]] = {}
+        with self.engine.connect() as conn:
+            for key, role, n, prompt, completion in conn.execute(query):
+                found.setdefault(key, {})[role] = (n, prompt or 0, completion or 0)
+        return found
 
     def _cache_insert(self) -> Any:
         return self._statement("cache", lambda: self._insert_ignore(CachedResponseRow))

@@ -397,16 +397,36 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
     for line in found.lines():
         click.echo(f"  {line}")
-    budget = plan.spec.llm.budget_usd
-    if budget is not None and found.dollars is not None and found.dollars > budget:
-        click.echo(f"  the budget (${budget:g}) would stop it at about {budget / found.dollars:.0%} "
-                   "of its model calls")
-    if budget is not None and found.unpriced and plan.spec.llm.budget_tokens is None:
+    settings = plan.spec.llm
+    for line in _budget_lines(settings, found):
+        click.echo(f"  {line}")
+    if settings.budget_usd is not None and found.unpriced and settings.budget_tokens is None:
         click.echo(f"  the dollar budget would refuse to start it: no known price for "
                    f"{', '.join(found.unpriced)} (llm.prices gives one; or give a token budget)")
     if not earlier:
         click.echo("  (a guess from the pipeline and the environment: a finished run of this "
                    "pipeline in the workspace makes it a measurement)")
+
+
+def _budget_lines(settings: Any, found: Any) -> list[str]:
+    """Whether the run's budgets (dollars, tokens) hold what the estimate says it spends."""
+    out = []
+    tokens = found.prompt_tokens + found.completion_tokens
+    for budget, spend, name, given, show in (
+            (settings.budget_usd, found.dollars, "budget", "${:g}", lambda v: f"${v:.4f}"),
+            (settings.budget_tokens, tokens, "token budget", "{:,} tokens", lambda v: f"{v:,.0f} tokens")):
+        if budget is None or spend is None:
+            continue
+        given = given.format(budget)
+        if spend > budget:
+            out.append(f"the {name} ({given}) would stop it at about {budget / spend:.0%} of its model "
+                       f"calls (estimated {show(spend)})")
+        else:
+            out.append(f"the {name} ({given}) holds the estimated {show(spend)}")
+    if out:
+        out.append("(a call is launched only while the budget left holds its worst case, its prompt "
+                   "and output cap: the last of it stays unspent)")
+    return out
 
 
 RUN_OPTIONS = [

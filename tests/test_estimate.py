@@ -228,3 +228,23 @@ def test_an_unfinished_items_calls_in_the_cache_are_not_priced_again(runner, tmp
     assert sent == 0 and answered > 0
     # without the cache every call is asked again, and priced
     assert estimate(runner, ws, "--no-cache")["steps"]["dialogs"]["calls"] > 0
+
+
+def test_the_estimate_says_whether_each_budget_holds_the_run(runner, tmp_path):
+    """A budget that holds says so, and a token budget is compared too (a dollar budget on an
+    unpriced model: tests/test_prices.py)."""
+    local = ["--set", "llm.default.base_url=http://127.0.0.1:9/v1"]
+    # with a token budget beside it the run starts on an unpriced model: the tokens are compared
+    found = estimate(runner, tmp_path / "ws", "--model", "my-local-model", "--budget", "1",
+                     "--set", "llm.budget_tokens=1000", *local)
+    assert found["dollars"] == "unknown (no price for my-local-model)"
+    assert "the token budget (1,000 tokens) would stop it at about 0%" in found["output"]
+    plenty = estimate(runner, tmp_path / "ws", "--model", "gpt-4o-mini", "--budget", "1000",
+                      "--set", "llm.budget_tokens=1000000000", *local)
+    assert f"the budget ($1000) holds the estimated {plenty['dollars']}" in plenty["output"]
+    held = re.search(r"the token budget \(1,000,000,000 tokens\) holds the estimated ([\d,]+) tokens",
+                     plenty["output"])
+    assert held and int(held[1].replace(",", "")) == pytest.approx(plenty["tokens"], abs=1)
+    nothing = estimate(runner, tmp_path / "ws", "--model", "gpt-4o-mini", "--budget", "0", *local)
+    assert "the budget ($0) would stop it at about 0% of its model calls" in nothing["output"]
+    assert not (tmp_path / "ws").exists()

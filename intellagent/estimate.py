@@ -330,7 +330,9 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         floor = max(floor, total_calls / settings.requests_per_minute * 60)
     if settings.tokens_per_minute:
         floor = max(floor, (prompt_total + completion_total) / settings.tokens_per_minute * 60)
-    spread = math.ceil(total_calls / settings.max_concurrency)
+    executor = getattr(plan, "executor", None)  # its processes each with their own model slots
+    slots = executor.model_slots(settings.max_concurrency) if executor is not None else settings.max_concurrency
+    spread = math.ceil(total_calls / slots)
     wall = (max(chain * low, spread * low, floor), max(chain * high, spread * high, floor))
     return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,
                     completion_tokens=completion_total, dollars=dollars, wall=wall,

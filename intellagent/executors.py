@@ -84,6 +84,12 @@ class Executor:
     async def renew(self) -> None:
         """Called every few seconds while the run goes on (keep workers' leases alive here)."""
 
+    def model_slots(self, concurrency: int) -> int:
+        """Model calls in flight at most over all the processes working on a run, each with
+        ``concurrency`` (``llm.max_concurrency``) unless it says otherwise: what ``run
+        --estimate`` spreads the calls over."""
+        return concurrency
+
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
                   limit: int, key: Callable[[T], str] | None = None) -> None:
         """Apply ``work`` to every item, at most ``limit`` at once; an exception stops the rest

@@ -248,3 +248,17 @@ def test_the_estimate_says_whether_each_budget_holds_the_run(runner, tmp_path):
     nothing = estimate(runner, tmp_path / "ws", "--model", "gpt-4o-mini", "--budget", "0", *local)
     assert "the budget ($0) would stop it at about 0% of its model calls" in nothing["output"]
     assert not (tmp_path / "ws").exists()
+
+
+def test_the_wall_time_spreads_the_calls_over_every_process_of_the_run():
+    """Each process of the processes executor has its own llm.max_concurrency: four workers of two
+    slots each hold eight calls in flight, not two."""
+    registry = load_registry()
+    env = load_environment(REPO / "environments" / "airline")
+    base = model_overrides("gpt-4o-mini") + [("llm.max_concurrency", 2, "test")]
+    alone = estimate_plan(load_plan(None, registry, overrides=base), env)
+    spread = estimate_plan(load_plan(None, registry, overrides=base + [
+        ("executor", {"use": "processes"}, "test"), ("executor.with.workers", 4, "test")]), env)
+    assert spread.calls == alone.calls
+    assert alone.wall[0] == math.ceil(alone.calls / 2) * 0.5  # the calls over two slots, at 0.5 s
+    assert spread.wall[0] == math.ceil(spread.calls / 8) * 0.5

@@ -44,6 +44,9 @@ class ProcessesExecutor(SharedExecutor):
         self.procs: list[tuple[subprocess.Popen, Path]] = []
         self._folder: tempfile.TemporaryDirectory | None = None
 
+    def model_slots(self, concurrency: int) -> int:
+        return (self.config.workers or default_workers()) * concurrency
+
     async def open(self, run: SharedRun) -> None:
         await super().open(run)
         if run.job is None:  # a worker starts no workers

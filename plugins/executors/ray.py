@@ -57,6 +57,10 @@ class RayExecutor(SharedExecutor):
         super().__init__(config)
         self.refs: list[Any] = []
 
+    def model_slots(self, concurrency: int) -> int:
+        driver = concurrency if self.config.driver_works else 0
+        return driver + self.config.workers * (self.config.max_concurrency or concurrency)
+
     async def open(self, run: SharedRun) -> None:
         await super().open(run)
         if run.job is None:

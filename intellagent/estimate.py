@@ -86,10 +86,13 @@ def _duration(seconds: float) -> str:
 
 
 def default_estimate(step: Any, env: Any) -> ItemEstimate:
-    """One call per role the step declares, with the environment's prompt."""
+    """One call per role the step declares, and the agent's when it talks to the agent under
+    test (a step replaying conversations to it may declare no role of its own), with the
+    environment's prompt."""
     prompt = tokens(getattr(env, "prompt", "") or "") + 500
+    roles = [*step.roles, *(["agent"] if step.uses_agent and "agent" not in step.roles else [])]
     return ItemEstimate(roles={r: RoleLoad(calls=1, prompt_tokens=prompt, completion_tokens=300)
-                               for r in step.roles}, sequential=1 if step.roles else 0)
+                               for r in roles}, sequential=len(roles))
 
 
 # -- what the store holds ------------------------------------------------------------------------

@@ -262,3 +262,18 @@ def test_the_wall_time_spreads_the_calls_over_every_process_of_the_run():
     assert spread.calls == alone.calls
     assert alone.wall[0] == math.ceil(alone.calls / 2) * 0.5  # the calls over two slots, at 0.5 s
     assert spread.wall[0] == math.ceil(spread.calls / 8) * 0.5
+
+
+def test_a_step_that_talks_to_the_agent_without_roles_of_its_own_counts_the_agents_calls(runner, tmp_path):
+    """ToolTalk's replay declares no role: it only asks the agent under test. Its agent's calls
+    are the run's calls (the model agent's), so the cold estimate counts them, and none for an
+    agent behind HTTP, whose model is not ours."""
+    args = ["run", "tooltalk", "--pipeline", "tooltalk", "--set", "steps.conversations.with.limit=3",
+            "--workspace", str(tmp_path / "ws"), "--estimate"]
+    rows = {}
+    for name, extra in (("model", []), ("http", ["--agent", "http", "--set", "agent.with.url=http://127.0.0.1:9/turn"])):
+        result = runner.invoke(cli, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        rows[name] = {m[1]: (int(m[2]), int(m[4])) for line in result.output.splitlines() if (m := ROW.match(line))}
+    assert rows["model"]["replays"][0] == 3 and rows["model"]["replays"][1] >= 3
+    assert rows["http"]["replays"] == (3, 0)

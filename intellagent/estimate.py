@@ -214,10 +214,10 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
     except ValueError:  # another version's settings: no role's model is known to match
         settings = None
     agent = plan.spec.agent.model_dump(mode="json", by_alias=True) if plan.spec.agent is not None else None
-    items = figures["items"]
+    items, finished = figures["items"], figures["finished"]
     steps: dict[str, Any] = {}
     for name, step in plan.steps.items():
-        n = items.get(name)
+        n = finished.get(name)  # per item of those it finished: a cut-short one measures less
         if not n:
             continue
         loads = figures["loads"].get(name, {})

@@ -277,3 +277,25 @@ def test_a_step_that_talks_to_the_agent_without_roles_of_its_own_counts_the_agen
         rows[name] = {m[1]: (int(m[2]), int(m[4])) for line in result.output.splitlines() if (m := ROW.match(line))}
     assert rows["model"]["replays"][0] == 3 and rows["model"]["replays"][1] >= 3
     assert rows["http"]["replays"] == (3, 0)
+
+
+def test_an_item_cut_short_by_errors_measures_nothing(runner, tmp_path, monkeypatch):
+    """A finished run whose policy graph ended as an infra error (the server failed every call):
+    the graph's one failed call is not what making the graph takes, so the estimate keeps the
+    step's own figures for it."""
+    from intellagent.testing.openai_server import OpenAIServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    ws = tmp_path / "ws"
+    with OpenAIServer(fault_rate=1.0, fault_kinds=["500"]) as server:
+        model = ["--set", f"llm.default={{model: gpt-4o-mini, base_url: '{server.base_url}'}}",
+                 "--set", "llm.max_retries=0"]
+        result = runner.invoke(cli, ["run", "airline", "--events", "3", "--workspace", str(ws), *model])
+        assert "infra-error" in result.output, result.output
+        with sqlite3.connect(ws / "intellagent.db") as conn:
+            assert conn.execute("SELECT status FROM runs").fetchall() == [("done",)]
+            assert conn.execute("SELECT count(*) FROM llm_calls WHERE outcome = 'infra-error'").fetchone()[0] >= 1
+        found = estimate(runner, ws, *model)["steps"]["graph"]
+        cold = estimate(runner, tmp_path / "cold", *model)["steps"]["graph"]
+    assert not found["from"].startswith("run "), found
+    assert found["calls"] == cold["calls"] and found["prompt"] == cold["prompt"]

@@ -84,19 +84,23 @@ class CallLog(StoreBase):
     # -- cache -----------------------------------------------------------------------------
 
     def run_figures(self, run_id: str) -> dict[str, Any]:
-        """What a run's items took: items per step, calls and tokens per step and role (every
-        call its items took, whichever run made it), and the mean seconds of a call.
+        """What a run's items took: items per step (``items``; ``finished``: those that did not
+        end unfinished or degraded), calls and tokens per step and role of its finished items
+        (every call they took, whichever run made it), and the mean seconds of a call.
 
         A request is counted once per item however often it was recorded (a cache hit, the same
         request sent again under ``--no-cache`` or after a failure), and a call the budget
-        refused (nothing sent) not at all: what making the item once takes."""
+        refused (nothing sent) not at all: what making the item once takes. An item cut short
+        (an infra error, the budget) measures less than its making takes: left out."""
         self.flush()
         ri, t = RunItemRow.__table__.c, LLMCallRow.__table__.c
         sent = t.outcome != "budget-exhausted"
         with self.engine.connect() as conn:
             items = dict(conn.execute(sa.select(ri.step, sa.func.count()).where(ri.run_id == run_id)
                                       .group_by(ri.step)).all())
-            keys = sa.select(ri.key, ri.step).where(ri.run_id == run_id).subquery()
+            finished = dict(conn.execute(sa.select(ri.step, sa.func.count()).where(
+                ri.run_id == run_id, ri.status.not_in(REMADE)).group_by(ri.step)).all())
+            keys = sa.select(ri.key, ri.step).where(ri.run_id == run_id, ri.status.not_in(REMADE)).subquery()
             requests = (sa.select(t.item_key, t.role, t.request_hash,
                                   sa.func.max(t.prompt_tokens).label("prompt"),
                                   sa.func.max(t.completion_tokens).label("completion"))
@@ -114,7 +118,7 @@ class CallLog(StoreBase):
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
         for step, role, calls, prompt, completion in rows:
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
-        return {"items": items, "loads": loads,
+        return {"items": items, "finished": finished, "loads": loads,
                 "latency": sum(latencies) / len(latencies) if latencies else None}
 
     def cached_answers(self) -> dict[str, dict[str, tuple[int, int, int]]]:

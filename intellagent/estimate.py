@@ -201,9 +201,9 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
 def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
     """Per item of each step, what the latest finished run of ``plan``'s pipeline on ``env`` (the
     same files: another environment, or this one with other data or prompt, is another world) in
-    ``store`` spent (calls and tokens by role, with the model each role had; elements of each list; the
-    calls in a chain), whether it tested the same agent, and the mean seconds of its calls;
-    empty when there is none."""
+    ``store`` spent (calls, tokens and the mean seconds of a call by role, with the model and
+    endpoint each role had; elements of each list; the calls in a chain), and whether it tested
+    the same agent; empty when there is none."""
     run_id = store.latest_finished_run(plan.name, environment_hash=env.fingerprint())
     if run_id is None:
         return {}
@@ -220,17 +220,23 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
         n = finished.get(name)  # per item of those it finished: a cut-short one measures less
         if not n:
             continue
-        loads = figures["loads"].get(name, {})
+        loads, seconds = figures["loads"].get(name, {}), figures["latency"].get(name, {})
         roles = {role: {"calls": c / n, "prompt_tokens": p / c if c else 0, "completion_tokens": o / c if c else 0,
-                        "model": settings.for_role(role).model if settings is not None else None}
+                        "model": endpoint(settings.for_role(role)) if settings is not None else None,
+                        "latency": seconds.get(role)}
                  for role, (c, p, o) in loads.items()}
         found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values())}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
             found["outputs"] = max(items.get(c.name, 0) for c in children) / n
         steps[name] = found
-    return {"run_id": run_id, "steps": steps, "latency": figures["latency"],
-            "same_agent": spec.get("agent") == agent}
+    return {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
+
+
+def endpoint(model: Any) -> tuple[str, str | None, str | None]:
+    """What a role's measured figures hold for: the same model at the same endpoint (a pilot on
+    a local test server measures nothing of the provider's model of that name)."""
+    return model.model, model.provider, str(model.base_url) if model.base_url is not None else None
 
 
 # -- the estimate --------------------------------------------------------------------------------
@@ -249,6 +255,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     agent_roles = sorted(getattr(plan.agent.value, "roles", {}) or {}) if plan.agent is not None else []
     per_item: dict[str, ItemEstimate] = {}
     sources: dict[str, str] = {}
+    seconds: list[float] = []  # a call's mean seconds, of the roles measured at their endpoint
     for name in names:
         step = plan.steps[name]
         own = step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None
@@ -261,14 +268,19 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             outputs = guess.outputs if own is not None and own.outputs is not None \
                 else found.get("outputs", guess.outputs)
             # role by role: measured where the role had the model it has now, else the guess
+            same = {r: load for r, load in found["roles"].items()
+                    if load.get("model") == endpoint(settings.for_role(r))}
             measured = {r: RoleLoad(calls=load["calls"], prompt_tokens=load["prompt_tokens"],
-                                    completion_tokens=load["completion_tokens"])
-                        for r, load in found["roles"].items()
-                        if load.get("model") == settings.for_role(r).model}
+                                    completion_tokens=load["completion_tokens"]) for r, load in same.items()}
+            seconds += [load["latency"] for load in same.values() if load.get("latency")]
+            took = measured or not guess.roles or \
+                ("outputs" in found and not (own is not None and own.outputs is not None))
             guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs,
                                  sequential=found.get("sequential", guess.sequential)
                                  if measured.keys() >= guess.roles.keys() else guess.sequential)
-            sources[name] = f"run {earlier['run_id']}"
+            # named as the source only where it measured something of this run's
+            sources[name] = f"run {earlier['run_id']}" if took \
+                else ("the step's own estimate" if own is not None else "a default guess")
         else:
             sources[name] = "the step's own estimate" if own is not None else "a default guess"
         per_item[name] = guess
@@ -324,7 +336,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         dollars = None if dollars is None or step_dollars is None else dollars + step_dollars
         if n:
             chain += guess.sequential
-    latency = earlier.get("latency")
+    latency = sum(seconds) / len(seconds) if seconds else None
     low, high = (latency * 0.7, latency * 1.5) if latency else LATENCY
     # the longest chain of calls one after another, or the calls spread over the requests in
     # flight, or the provider's limits per minute: whichever takes longest

@@ -299,3 +299,26 @@ def test_an_item_cut_short_by_errors_measures_nothing(runner, tmp_path, monkeypa
         cold = estimate(runner, tmp_path / "cold", *model)["steps"]["graph"]
     assert not found["from"].startswith("run "), found
     assert found["calls"] == cold["calls"] and found["prompt"] == cold["prompt"]
+
+
+def test_an_earlier_run_of_other_models_or_endpoints_measures_nothing_and_is_not_named(runner, tmp_path,
+                                                                                      openai_server, monkeypatch):
+    """A run on mock/schema (answers in no time) says nothing of gpt-4o-mini's calls nor of how
+    long they take, and a pilot on a local test server nothing of the same model name elsewhere:
+    the estimate is the steps' own, its wall time too, and no step says it comes from that run."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    ws = tmp_path / "ws"
+    run(runner, ws)  # mock/schema
+    other = ["--set", "llm.default={model: gpt-4o-mini, base_url: 'http://127.0.0.1:9/v1'}"]
+    cold = estimate(runner, tmp_path / "cold", *other)
+    found = estimate(runner, ws, *other)
+    assert (found["calls"], found["tokens"]) == (cold["calls"], cold["tokens"])
+    assert found["output"].split("; wall ")[1].splitlines()[0] == cold["output"].split("; wall ")[1].splitlines()[0]
+    for name in ("graph", "events", "dialogs", "verdicts"):
+        assert not found["steps"][name]["from"].startswith("run "), found["output"]
+    # a pilot on the test server measures the model there, not the same name at another endpoint
+    here = ["--set", f"llm.default={{model: gpt-4o-mini, base_url: '{openai_server.base_url}'}}"]
+    run(runner, tmp_path / "pilot", *here)
+    assert estimate(runner, tmp_path / "pilot", *here, events=12)["steps"]["dialogs"]["from"].startswith("run ")
+    elsewhere = estimate(runner, tmp_path / "pilot", *other, events=12)
+    assert not elsewhere["steps"]["dialogs"]["from"].startswith("run "), elsewhere["output"]

@@ -86,7 +86,8 @@ class CallLog(StoreBase):
     def run_figures(self, run_id: str) -> dict[str, Any]:
         """What a run's items took: items per step (``items``; ``finished``: those that did not
         end unfinished or degraded), calls and tokens per step and role of its finished items
-        (every call they took, whichever run made it), and the mean seconds of a call.
+        (every call they took, whichever run made it), and the mean seconds of their calls per
+        step and role (``latency``).
 
         A request is counted once per item however often it was recorded (a cache hit, the same
         request sent again under ``--no-cache`` or after a failure), and a call the budget
@@ -111,15 +112,18 @@ class CallLog(StoreBase):
                           sa.func.sum(requests.c.completion))
                 .join_from(requests, keys, requests.c.item_key == keys.c.key)
                 .group_by(keys.c.step, requests.c.role)).all()
-            latencies = [latency / 1000 for (latency,) in conn.execute(
-                sa.select(sa.func.avg(t.latency_ms))
+            latencies = conn.execute(
+                sa.select(keys.c.step, t.role, sa.func.avg(t.latency_ms))
                 .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
-                .where(sent, t.cached == sa.false()).group_by(keys.c.step, t.role)) if latency]
+                .where(sent, t.cached == sa.false()).group_by(keys.c.step, t.role)).all()
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
         for step, role, calls, prompt, completion in rows:
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
-        return {"items": items, "finished": finished, "loads": loads,
-                "latency": sum(latencies) / len(latencies) if latencies else None}
+        latency: dict[str, dict[str, float]] = {}
+        for step, role, ms in latencies:
+            if ms:
+                latency.setdefault(step, {})[role] = ms / 1000
+        return {"items": items, "finished": finished, "loads": loads, "latency": latency}
 
     def cached_answers(self) -> dict[str, dict[str, tuple[int, int, int]]]:
         """By item key and role, the requests made for an item the store does not hold finished

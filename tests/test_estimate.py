@@ -322,3 +322,23 @@ def test_an_earlier_run_of_other_models_or_endpoints_measures_nothing_and_is_not
     assert estimate(runner, tmp_path / "pilot", *here, events=12)["steps"]["dialogs"]["from"].startswith("run ")
     elsewhere = estimate(runner, tmp_path / "pilot", *other, events=12)
     assert not elsewhere["steps"]["dialogs"]["from"].startswith("run "), elsewhere["output"]
+
+
+def test_the_estimate_over_a_workspace_sends_nothing_and_writes_nothing(runner, tmp_path, openai_server,
+                                                                         monkeypatch):
+    """Over a workspace with a run in it, with every option that starts something in a run (other
+    processes, a budget): no request reaches the server and the store's bytes are unchanged."""
+    import hashlib
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    ws = tmp_path / "ws"
+    here = ["--set", f"llm.default={{model: gpt-4o-mini, base_url: '{openai_server.base_url}'}}"]
+    run(runner, ws, *here)
+    served = openai_server.served
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in ws.glob("intellagent.db*")
+              if not p.name.endswith("-shm")}
+    found = estimate(runner, ws, *here, "--executor", "processes", "--workers", "2", "--budget", "1", events=12)
+    assert found["steps"]["events"]["reused"] == 6 and found["calls"] > 0
+    assert openai_server.served == served
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in ws.glob("intellagent.db*")
+            if not p.name.endswith("-shm")} == before

@@ -9,7 +9,9 @@ Per size, two workspaces:
 - after a pilot: a run of ``--pilot`` events first, then the estimate (refined by the pilot's
   figures per item, and counting what the store already holds as reused), then the run.
 Actual figures are the run's model calls that reached the server (cache hits excluded) and the
-tokens the server reported. The target is within ±25 % on calls and on tokens.
+tokens the server reported. The target is within ±25 % on calls and on tokens. Last, whether the
+calls the run made fell within the range the estimate gives them after the pilot (95 %, from how
+much the pilot's items varied).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from intellagent.testing.openai_server import OpenAIServer  # noqa: E402
 
 TOTAL = re.compile(r"total: (\d+) calls, (\d+) prompt \+ (\d+) completion tokens")
+LIKELY = re.compile(r"likely (\d+) to (\d+) calls")
 
 
 def cli(workspace: Path, base_url: str, events: int, *extra: str) -> str:
@@ -42,11 +45,14 @@ def cli(workspace: Path, base_url: str, events: int, *extra: str) -> str:
     return out.stdout
 
 
-def estimate(workspace: Path, base_url: str, events: int) -> tuple[int, int]:
-    found = TOTAL.search(cli(workspace, base_url, events, "--estimate"))
+def estimate(workspace: Path, base_url: str, events: int) -> tuple[int, int, tuple[int, int] | None]:
+    """The estimate's calls and tokens, and the range it gives the calls (None without one)."""
+    text = cli(workspace, base_url, events, "--estimate")
+    found = TOTAL.search(text)
     assert found, "no total line in the estimate"
     calls, prompt, completion = map(int, found.groups())
-    return calls, prompt + completion
+    likely = LIKELY.search(text)
+    return calls, prompt + completion, (int(likely[1]), int(likely[2])) if likely else None
 
 
 def actual(workspace: Path) -> tuple[int, int]:
@@ -95,6 +101,9 @@ def main() -> None:
                 if est is r["refined"] else worst
         print(f"{r['events']:>6}  " + "  ".join(cells))
     print(f"after a pilot of {args.pilot} events: worst deviation {worst:.0%} (target 25 %)")
+    ranges = [(r["refined"][2], r["refined_actual"][0]) for r in rows if r["refined"][2]]
+    print(f"the calls the run made fell within the estimate's 95 % range in {sum(lo <= got <= hi for (lo, hi), got in ranges)} "
+          f"of {len(ranges)} sizes (" + ", ".join(f"{got:,} in {lo:,}-{hi:,}" for (lo, hi), got in ranges) + ")")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ class Estimate(BaseModel):
     wall: tuple[float, float] = Field(description="Seconds, low and high.")
     unpriced: list[str] = Field(default_factory=list)
     earlier_run: str | None = None
+    calls_range: tuple[float, float] | None = Field(
+        default=None, description="Where the calls likely fall (95 %), from how much the earlier run's "
+        "items varied, when it measured a step's every call; None when nothing was measured.")
+    measured: dict[str, int] = Field(default_factory=dict, description="Items measured per step "
+                                     "behind calls_range.")
 
     def lines(self) -> list[str]:
         out = [f"{'step':<14} {'items':>7} {'reused':>7} {'calls':>8} {'prompt tok':>12} "
@@ -74,6 +79,12 @@ class Estimate(BaseModel):
         out.append(f"total: {self.calls:.0f} calls, {self.prompt_tokens:.0f} prompt + "
                    f"{self.completion_tokens:.0f} completion tokens, {dollars}; wall "
                    f"{_duration(self.wall[0])} to {_duration(self.wall[1])}")
+        if self.calls_range is not None:
+            low, high = self.calls_range
+            share = (high - self.calls) / self.calls * 100 if self.calls else 0.0
+            out.append(f"likely {low:.0f} to {high:.0f} calls (95 %, ±{share:.0f} %), if the items to make vary "
+                       "as the measured ones did (" + ", ".join(f"{k} {name}" for name, k in self.measured.items())
+                       + "); tokens and dollars move with the calls")
         return out
 
 
@@ -225,12 +236,23 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
                         "model": endpoint(settings.for_role(role)) if settings is not None else None,
                         "latency": seconds.get(role)}
                  for role, (c, p, o) in loads.items()}
-        found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values())}
+        found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values()),
+                                 "spread": _spread(figures["item_calls"].get(name, []), n)}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
             found["outputs"] = max(items.get(c.name, 0) for c in children) / n
         steps[name] = found
     return {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
+
+
+def _spread(calls: list[int], items: int) -> tuple[int, float] | None:
+    """How many items were measured and the standard deviation of one item's calls (the items
+    not in ``calls`` made none); None under two items."""
+    if items < 2:
+        return None
+    mean = sum(calls) / items
+    squares = sum((c - mean) ** 2 for c in calls) + (items - len(calls)) * mean ** 2
+    return items, math.sqrt(squares / (items - 1))
 
 
 def endpoint(model: Any) -> tuple[str, str | None, str | None]:
@@ -256,6 +278,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     per_item: dict[str, ItemEstimate] = {}
     sources: dict[str, str] = {}
     seconds: list[float] = []  # a call's mean seconds, of the roles measured at their endpoint
+    spreads: dict[str, tuple[int, float]] = {}  # steps whose calls were all measured: items, sd
     for name in names:
         step = plan.steps[name]
         own = step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None
@@ -275,6 +298,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             seconds += [load["latency"] for load in same.values() if load.get("latency")]
             took = measured or not guess.roles or \
                 ("outputs" in found and not (own is not None and own.outputs is not None))
+            if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):
+                spreads[name] = found["spread"]
             guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs,
                                  sequential=found.get("sequential", guess.sequential)
                                  if measured.keys() >= guess.roles.keys() else guess.sequential)
@@ -305,6 +330,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     unpriced: set[str] = set()
     costs: list[StepCost] = []
     chain = 0.0  # calls one after another on the longest path of one item
+    variance = 0.0  # of the total calls, from the steps measured whole
     for name in names:
         step, guess, n = plan.steps[name], per_item[name], items[name]
         calls = prompt = completion = 0.0
@@ -336,6 +362,11 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         dollars = None if dollars is None or step_dollars is None else dollars + step_dollars
         if n:
             chain += guess.sequential
+        if name in spreads and n:
+            # the new items are like the measured ones: the mean of k measured items is off by
+            # sd / sqrt(k) an item, and n new items vary by sd each around it
+            k, sd = spreads[name]
+            variance += sd ** 2 * (n * n / k + n)
     latency = sum(seconds) / len(seconds) if seconds else None
     low, high = (latency * 0.7, latency * 1.5) if latency else LATENCY
     # the longest chain of calls one after another, or the calls spread over the requests in
@@ -349,6 +380,9 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     slots = executor.model_slots(settings.max_concurrency) if executor is not None else settings.max_concurrency
     spread = math.ceil(total_calls / slots)
     wall = (max(chain * low, spread * low, floor), max(chain * high, spread * high, floor))
+    margin = 1.96 * math.sqrt(variance)
     return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,
                     completion_tokens=completion_total, dollars=dollars, wall=wall,
+                    calls_range=(max(0.0, total_calls - margin), total_calls + margin) if spreads else None,
+                    measured={name: k for name, (k, _) in spreads.items()},
                     unpriced=sorted(unpriced), earlier_run=earlier.get("run_id"))

@@ -342,3 +342,27 @@ def test_the_estimate_over_a_workspace_sends_nothing_and_writes_nothing(runner, 
     assert openai_server.served == served
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in ws.glob("intellagent.db*")
             if not p.name.endswith("-shm")} == before
+
+
+LIKELY = re.compile(r"likely (\d+) to (\d+) calls \(95 %, ±(\d+) %\), if the items to make vary as the "
+                    r"measured ones did \((.*?)\)")
+
+
+def test_after_a_run_the_calls_get_a_range_from_how_much_its_items_varied_and_the_run_falls_in_it(runner, tmp_path):
+    ws = tmp_path / "ws"
+    demo = ("--model", "mock/demo")  # scripted dialogs of different lengths, as a model's are
+    cold = estimate(runner, ws, *demo, events=30)
+    assert not LIKELY.search(cold["output"])  # nothing measured: no spread to give
+    run(runner, ws, *demo, events=10)
+    found = estimate(runner, ws, *demo, events=30)
+    likely = LIKELY.search(found["output"])
+    assert likely, found["output"]
+    low, high = int(likely[1]), int(likely[2])
+    assert low < found["calls"] < high
+    assert "10 dialogs" in likely[4] and "10 events" in likely[4]
+    made, _ = run(runner, ws, *demo, events=30)
+    assert low <= made <= high, (low, made, high)
+    # measured over the 30 events, a range for 60 is narrower for each item than the 10's gave
+    wider = int(likely[3])
+    again = LIKELY.search(estimate(runner, ws, *demo, events=60)["output"])
+    assert again and "30 dialogs" in again[4] and int(again[3]) < wider

@@ -87,7 +87,8 @@ class CallLog(StoreBase):
         """What a run's items took: items per step (``items``; ``finished``: those that did not
         end unfinished or degraded), calls and tokens per step and role of its finished items
         (every call they took, whichever run made it), and the mean seconds of their calls per
-        step and role (``latency``).
+        step and role (``latency``), and the calls of each finished item that made any, per step
+        (``item_calls``: how much one item's making varies).
 
         A request is counted once per item however often it was recorded (a cache hit, the same
         request sent again under ``--no-cache`` or after a failure), and a call the budget
@@ -112,6 +113,10 @@ class CallLog(StoreBase):
                           sa.func.sum(requests.c.completion))
                 .join_from(requests, keys, requests.c.item_key == keys.c.key)
                 .group_by(keys.c.step, requests.c.role)).all()
+            per_item = conn.execute(
+                sa.select(keys.c.step, sa.func.count())
+                .join_from(requests, keys, requests.c.item_key == keys.c.key)
+                .group_by(keys.c.step, keys.c.key)).all()
             latencies = conn.execute(
                 sa.select(keys.c.step, t.role, sa.func.avg(t.latency_ms))
                 .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
@@ -119,11 +124,15 @@ class CallLog(StoreBase):
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
         for step, role, calls, prompt, completion in rows:
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
+        item_calls: dict[str, list[int]] = {}
+        for step, calls in per_item:
+            item_calls.setdefault(step, []).append(calls)
         latency: dict[str, dict[str, float]] = {}
         for step, role, ms in latencies:
             if ms:
                 latency.setdefault(step, {})[role] = ms / 1000
-        return {"items": items, "finished": finished, "loads": loads, "latency": latency}
+        return {"items": items, "finished": finished, "loads": loads, "latency": latency,
+                "item_calls": item_calls}
 
     def cached_answers(self) -> dict[str, dict[str, tuple[int, int, int]]]:
         """By item key and role, the requests made for an item the store does not hold finished

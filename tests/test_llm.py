@@ -306,8 +306,8 @@ def test_http_invalid_output_is_reasked_with_the_validation_error(openai_server)
     assert asked == USER  # the re-ask went into the request, not into the caller's conversation
     feedback = json.dumps(retry["messages"][len(USER):])
     assert "passed" in feedback and ("Field required" in feedback or "validation" in feedback.lower())
-    # the call's tokens are both answers' (the server counts a quarter of the messages' JSON)
-    prompts = [max(1, len(json.dumps(r["messages"])) // 4) for r in openai_server.requests]
+    # the call's tokens are both answers' (the server counts a quarter of the prompt's JSON)
+    prompts = [openai_server.prompt_tokens(r) for r in openai_server.requests]
     assert outcome.usage.prompt_tokens == sum(prompts) and outcome.usage.completion_tokens >= 2
     [row] = llm.store.calls()
     assert row.prompt_tokens == sum(prompts)
@@ -981,7 +981,7 @@ def test_the_structured_mode_probe_is_not_billed_to_the_first_call(openai_server
     assert outcome.ok and len(openai_server.requests) == 2  # the probe, then the call
     probe, call = openai_server.requests
     assert "ok" in json.dumps(probe["messages"])
-    assert outcome.usage.prompt_tokens == max(1, len(json.dumps(call["messages"])) // 4)
+    assert outcome.usage.prompt_tokens == openai_server.prompt_tokens(call)
 
 
 def test_a_request_keeps_the_conversation_as_it_was_asked_and_the_key_of_a_validated_one():

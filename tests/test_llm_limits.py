@@ -173,7 +173,7 @@ def test_every_attempts_tokens_are_recorded_priced_and_charged(tmp_path, runner)
         server.schedule("invalid", "invalid")  # both answers were generated: paid, though unused
         llm = LLM(settings(server, validation_retries=1, prices=price), store=store, run_id=run_id)
         failed = run(ask(llm))
-        sent = [max(1, len(json.dumps(r["messages"])) // 4) for r in server.requests]
+        sent = [server.prompt_tokens(r) for r in server.requests]
         server.schedule("timeout")  # the server read this prompt before it was cut: estimated
         llm2 = LLM(settings(server, timeout=0.5, prices=price), store=store, run_id=run_id)
         late = run(ask(llm2, kind="chat"))

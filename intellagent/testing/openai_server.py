@@ -10,7 +10,8 @@ refusals ``400``, ``401`` and ``403`` (the key refused), ``404`` (an unknown mod
 With ``prompt_cache`` (``--prompt-cache``) an answer reports the prompt tokens a provider's cache
 would hold (``usage.prompt_tokens_details.cached_tokens``).
 A request's ``max_tokens`` is honoured: a longer answer is cut there, with finish reason
-``length``.
+``length``. Its usage counts about four characters a token, the prompt as a provider bills it:
+the messages, the tools and the response format.
 
     with OpenAIServer(latency=0.2, fault_rate=0.2) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="x")
@@ -291,12 +292,23 @@ class OpenAIServer:
             "id": f"chatcmpl-{digest[:12]}", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", "test"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": max(1, len(json.dumps(request.get("messages", []))) // 4),
+            "usage": {"prompt_tokens": self.prompt_tokens(request),
                       "completion_tokens": max(1, len(text) // 4),
                       "total_tokens": 0,
                       **({"prompt_tokens_details": {"cached_tokens": self._cached(request)}}
                          if self.prompt_cache is not None else {})},
         }
+
+    @classmethod
+    def prompt_tokens(cls, request: dict[str, Any]) -> int:
+        """The prompt tokens this server reports for ``request`` (about four characters a token)."""
+        return max(1, (len(json.dumps(request.get("messages", []))) + cls._head_length(request)) // 4)
+
+    @staticmethod
+    def _head_length(request: dict[str, Any]) -> int:
+        """Characters of what a provider bills as prompt besides the messages: the tools and the
+        response format (an agent's tool schemas are most of its prompt)."""
+        return sum(len(json.dumps(request[k])) for k in ("tools", "response_format") if request.get(k))
 
     def _cached(self, request: dict[str, Any]) -> int:
         """Tokens of the longest message prefix of ``request`` an earlier request began with. A
@@ -310,7 +322,7 @@ class OpenAIServer:
         for n in range(1, len(messages) + 1):
             prefix = head + json.dumps(messages[:n], sort_keys=True)
             if prefix in self.prompt_cache and n < len(messages):
-                cached = len(json.dumps(messages[:n])) // 4
+                cached = (len(json.dumps(messages[:n])) + self._head_length(request)) // 4
             self.prompt_cache.add(prefix)
         return cached
 

@@ -517,6 +517,7 @@ class LLM:
         while True:
             attempts += 1
             guard = timeout * requests
+            spent: Usage | None = None  # what the attempt spent, once it was sent
             try:
                 waiting = time.perf_counter()
                 async with self._semaphore:
@@ -532,7 +533,6 @@ class LLM:
                         budget_stop = True
                         break
                     queued += time.perf_counter() - waiting
-                    spent = None
                     try:
                         guard = min(guard, deadline - (time.perf_counter() - started - queued))
                         async with asyncio.timeout(guard):  # in this task: wait_for makes a task per call
@@ -561,10 +561,8 @@ class LLM:
                 error = exc
             except Exception as exc:  # a provider bug must not kill the run either
                 error = ProviderError(f"{type(exc).__name__}: {exc}")
-            if error.usage is not None:  # what the failed attempt cost, as the server counted it
-                usage += error.usage
-            if isinstance(error, RequestTimeout):  # the server read the prompt: estimate it
-                usage += Usage(prompt_tokens=prompt)
+            if spent is not None:  # what the failed attempt cost (_failed_usage), as counted against the budget
+                usage += spent
             if isinstance(error, RequestRejected) and error.status in REFUSALS:
                 refused = self._refusal(role, request.model, provider, error)
                 self.store.record_call(**record, attempts=attempts, outcome=Status.infra_error.value,

@@ -624,8 +624,8 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             click.echo(f"  warning: {n} {s.name} item(s): {warning}")
     if report.info.structured:
         click.echo(f"  structured output: {report.info.structured_text()}")
-    if report.info.unpriced or report.info.agent_cost_apart:
-        click.echo(f"  cost: {report.info.cost_note()}")
+    if note := report.info.cost_note():
+        click.echo(f"  cost: {note}")
     if report.info.budget_left:
         refused = report.info.budget_refused
         click.echo(f"  budget: {report.info.budget_left} left unspent" + (

@@ -288,8 +288,8 @@ class HtmlReporter(Reporter):
         left = f"; {_e(info.budget_left)} left" if info.budget_left else ""
         if info.budget_refused:
             left += f"; the next call could cost {_e(info.budget_refused)}, more than was left"
-        if info.unpriced or info.agent_cost_apart:
-            left += f"; {_e(info.cost_note())}"
+        if note := info.cost_note():
+            left += f"; {_e(note)}"
         cards.append(f"<div class=card id=headline-cost><div class=big>${cost:.4f}</div><div class=what>"
                      f"<a href=#cost>cost</a></div><div class=muted>{calls:,} calls, {tokens:,} tokens{left}</div></div>")
         if report.gates:

@@ -139,7 +139,8 @@ def _in_text(text: str, keys: dict[str, str]) -> str:
     """``text`` with each symbol (a whole word) replaced by its key, symbol after symbol (a key
     may name a later symbol)."""
     for symbol, key in keys.items():
-        text = _symbol_pattern(symbol).sub(lambda _m, key=key: key, text)
+        if symbol in text:  # a whole-word match is first a match: most symbols are not in a given text
+            text = _symbol_pattern(symbol).sub(lambda _m, key=key: key, text)
     return text
 
 

@@ -4,6 +4,7 @@ figures of an earlier run in the workspace."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -277,6 +278,34 @@ def test_a_step_that_talks_to_the_agent_without_roles_of_its_own_counts_the_agen
         rows[name] = {m[1]: (int(m[2]), int(m[4])) for line in result.output.splitlines() if (m := ROW.match(line))}
     assert rows["model"]["replays"][0] == 3 and rows["model"]["replays"][1] >= 3
     assert rows["http"]["replays"] == (3, 0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None, reason="pip install --no-deps nvidia-tooltalk")
+def test_the_replay_estimate_is_what_an_agent_making_the_ground_truths_calls_asks(runner, tmp_path, monkeypatch):
+    """ToolTalk's replay estimates its agent's calls as those of an agent that makes the ground
+    truth's calls, one at a time, and then replies: what the oracle reference agent does. Every
+    call the oracle is asked in a real replay of both sets is counted, with its prompt as the
+    estimate counts one (its messages and the tools offered, four characters a token)."""
+    from intellagent_plugins.tooltalk.agents import OracleAgent
+
+    asked: list[float] = []
+    step = OracleAgent.step
+
+    async def counted(self, messages, tools):
+        asked.append(len(json.dumps(messages, ensure_ascii=False) + json.dumps(tools, ensure_ascii=False)) / 4)
+        return await step(self, messages, tools)
+
+    monkeypatch.setattr(OracleAgent, "step", counted)
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--agent", "tooltalk/oracle",
+                                 "--workspace", str(tmp_path / "oracle")])
+    assert result.exit_code == 0, result.output
+    rows = {m[1]: (int(m[2]), int(m[4]), int(m[5])) for line in runner.invoke(cli, [
+        "run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path / "model"), "--estimate"]).output.splitlines()
+        if (m := ROW.match(line))}
+    items, calls, prompt = rows["replays"]
+    assert items == 78
+    assert calls == pytest.approx(len(asked), rel=0.02), (calls, len(asked))
+    assert prompt == pytest.approx(sum(asked), rel=0.25), (prompt, sum(asked))
 
 
 def test_an_item_cut_short_by_errors_measures_nothing(runner, tmp_path, monkeypatch):

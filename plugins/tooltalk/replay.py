@@ -49,17 +49,18 @@ def truth_messages(call: ApiCall, call_id: str, world: World) -> list[dict[str, 
             {"role": "tool", "tool_call_id": call_id, "content": result_text(call)}]
 
 
-def tool_schemas(world: World, conversation: Conversation, choice: ToolChoice) -> list[dict[str, Any]]:
+def tool_names(env: Any, meta: dict[str, Any], conversation: Conversation, choice: ToolChoice) -> list[str]:
     """The tools offered: all 28, those of the conversation's plugins, or those it uses
     (ToolTalk's ``--api_mode all|suite|exact``)."""
-    env = world.env
     if choice == "used":
-        names = [n for n in conversation.apis_used if n in env.tools]
-    elif choice == "plugins":
-        names = [n for n in env.tools if world.meta[n].plugin in conversation.suites_used]
-    else:
-        names = list(env.tools)
-    return [env.tools[n].openai_schema() for n in names]
+        return [n for n in conversation.apis_used if n in env.tools]
+    if choice == "plugins":
+        return [n for n in env.tools if meta[n].plugin in conversation.suites_used]
+    return list(env.tools)
+
+
+def tool_schemas(world: World, conversation: Conversation, choice: ToolChoice) -> list[dict[str, Any]]:
+    return [world.env.tools[n].openai_schema() for n in tool_names(world.env, world.meta, conversation, choice)]
 
 
 def parse_arguments(text: str) -> dict[str, Any] | None:

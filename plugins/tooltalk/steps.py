@@ -24,13 +24,15 @@ from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.errors import ConfigError, IntellagentError
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
-from intellagent.steps import Critic, Output, Sampler, Score, ScoreSpec, Simulator, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import (Critic, ItemEstimate, Output, RoleLoad, Sampler, Score, ScoreSpec, Simulator,
+                              Statuses)
 from intellagent.yamlio import read_json
 from intellagent_plugins.tooltalk.artefacts import Assessment, Conversation, Replay
 from intellagent_plugins.tooltalk.comparators import comparator, source_of
 from intellagent_plugins.tooltalk.equivalence import TextRule
 from intellagent_plugins.tooltalk.executor import World, tool_meta
-from intellagent_plugins.tooltalk.replay import ToolChoice, replay
+from intellagent_plugins.tooltalk.replay import ToolChoice, replay, result_text, tool_names, user_data
 from intellagent_plugins.tooltalk.scoring import assess
 
 #: A replayed conversation's statuses: an agent crash counts against the agent.
@@ -136,6 +138,43 @@ class ReplayConversation(Simulator):
     inputs = {"conversation": Conversation}
     output = Replay
     uses_agent = True
+
+    def estimate(self, env: Any) -> ItemEstimate | None:
+        """The agent's calls for one conversation if it makes the ground truth's, as the
+        ``oracle`` reference agent does: in each assistant turn one call per ground-truth call and
+        one for its reply, each prompt the environment's prompt with the user's data, the tools
+        offered and the conversation so far, as :func:`replay` sends them. Averaged over the
+        package's conversations (other conversations are measured by a pilot run); None without
+        the package or on another environment."""
+        from intellagent_plugins.tooltalk.environment.data import conversation_files
+
+        try:
+            conversations = [read_conversation(path, name) for name, path in conversation_files(list(PACKAGE_SETS))]
+            meta = tool_meta(env)
+        except IntellagentError:
+            return None
+        if not conversations:
+            return None
+        schema = {name: tokens(tool.openai_schema()) for name, tool in env.tools.items()}
+        calls = prompt = completion = 0.0
+        for conversation in conversations:
+            fixed = tokens(env.prompt or "", user_data(conversation.metadata)) + sum(
+                schema[n] for n in tool_names(env, meta, conversation, self.config.tools))
+            history = 0.0
+            for turn in conversation.conversation:
+                said = tokens(turn.text or "")
+                if turn.role == "user":
+                    history += said
+                    continue
+                for call in (turn.apis or [])[:self.config.max_calls]:
+                    asked = tokens(call.request.api_name, call.request.parameters or {})
+                    calls, prompt, completion = calls + 1, prompt + fixed + history, completion + asked
+                    history += asked + tokens(result_text(call))
+                calls, prompt, completion = calls + 1, prompt + fixed + history, completion + said
+                history += said
+        agent = RoleLoad(calls=calls / len(conversations), prompt_tokens=prompt / calls,
+                         completion_tokens=completion / calls)
+        return ItemEstimate(roles={"agent": agent}, sequential=agent.calls)
 
     async def run(self, ctx, conversation: Conversation) -> Output[Replay]:
         world = World(ctx.env, conversation)

@@ -160,6 +160,17 @@ class Plan:
             return IntellagentError(message, item=format_loc(loc))
         return self.checker.error(loc, message)
 
+    def origin(self, loc: tuple) -> dict[str, Any]:
+        """Where the value at ``loc`` came from, as an error's ``file``, ``line`` and ``item``: the
+        flag that set it (``--budget``, ``--set llm.budget_usd``), else its path in the file at
+        its line."""
+        flag = self.checker.flag_for(loc) if self.checker is not None else None
+        if flag is not None:
+            return {"item": flag}
+        if self.checker is None:
+            return {"item": format_loc(loc)}
+        return {"item": format_loc(loc), "file": self.source, "line": line_of(self.checker.raw, loc)}
+
     def check_environment(self, env: Any, steps: list[str] | None = None, *, blame: bool = True) -> None:
         """Each step's ``check(env)`` (of ``steps``, all by default): options that do not fit the
         environment are refused in one line naming the step's options, before anything runs."""

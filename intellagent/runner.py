@@ -244,7 +244,7 @@ class Runner:
         if s.budget_usd is not None and s.budget_tokens is None:
             raise IntellagentError(f"a dollar budget needs every model's price, and there is none for "
                                    f"{models}: {how}, or give a token budget instead "
-                                   f"(--set llm.budget_tokens=N)", item="llm.budget_usd")
+                                   f"(--set llm.budget_tokens=N)", **self.plan.origin(("llm", "budget_usd")))
         self.progress.stream.write(f"warning: no known price for {models}: "
                                    f"{'its' if len(unpriced) == 1 else 'their'} calls count as $0; {how}\n")
 

@@ -327,3 +327,28 @@ def test_the_cost_of_a_run_says_an_http_agents_own_calls_are_not_in_it(runner, t
     assert said in runner.invoke(cli, ["cost", "--workspace", str(tmp_path)]).stdout
     own = run(runner, tmp_path / "own")  # openai-tools on the run's `agent` role: counted
     assert own.exit_code == 0 and said not in own.stdout
+
+
+@pytest.mark.parametrize("given,where", [
+    (["--budget", "1"], "error: --budget: a dollar budget needs"),
+    (["--set", "llm.budget_usd=1"], "error: --set llm.budget_usd: a dollar budget needs"),
+    (["--pipeline", "{file}"], "error: {file}:{line}: llm.budget_usd: a dollar budget needs"),
+])
+def test_the_budgets_refusal_names_the_budget_as_the_user_gave_it(runner, tmp_path, monkeypatch, given, where):
+    """The refusal said llm.budget_usd to a user who typed --budget: it names the flag, or the
+    pipeline file's line and the setting's path."""
+    from pathlib import Path
+
+    monkeypatch.setenv("TEST_KEY", "k")
+    pipeline = tmp_path / "p.yaml"
+    shipped = (Path(__file__).parent.parent / "plugins" / "intellagent" / "pipeline.yaml").read_text()
+    text = shipped.replace("llm:\n", "llm:\n  budget_usd: 1\n", 1)
+    pipeline.write_text(text)
+    at = text.splitlines().index("  budget_usd: 1") + 1
+    given = [g.format(file=pipeline) for g in given]
+    result = run(runner, tmp_path / "ws", *UNPRICED, *given)
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(where.format(file=pipeline, line=at)), line
+    if "--budget" in given:
+        assert "llm.budget_usd" not in line.split(" or give a token budget")[0], line

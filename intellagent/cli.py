@@ -383,6 +383,7 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     import asyncio
 
     from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
+    from intellagent.llm.prices import PriceTable
     from intellagent.store import STORE_VARIABLE, Store
 
     steps = [s for s in plan.steps if s in set(plan.upstream(until))] if until else None
@@ -394,6 +395,10 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     earlier = earlier_figures(plan, env, store)
     reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
     found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
+    unused = PriceTable(plan.spec.llm.prices).unused_warning(
+        plan.spec.llm.for_role(r).model for r in plan.roles_used())
+    if unused:  # as the run says it
+        click.echo(f"warning: {unused}", err=True)
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
     for line in found.lines():
         click.echo(f"  {line}")

@@ -352,3 +352,32 @@ def test_the_budgets_refusal_names_the_budget_as_the_user_gave_it(runner, tmp_pa
     assert line.startswith(where.format(file=pipeline, line=at)), line
     if "--budget" in given:
         assert "llm.budget_usd" not in line.split(" or give a token budget")[0], line
+
+
+def test_a_price_key_that_prices_no_model_of_the_run_is_named_at_the_start(runner, tmp_path, monkeypatch):
+    """A typo in llm.prices (gpt4o-mini for gpt-4o-mini) left the library's price in force with no
+    word: the run and its estimate name the key and the models the run calls; a key that covers
+    a model by its snapshot, provider/ spelling or prefix is not named."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer() as server:
+        models = ["--model", "gpt-4o-mini-2024-07-18", "--set", f"llm.default.base_url={server.base_url}",
+                  "--set", "llm.default.api_key_env=TEST_KEY", "--set", "llm.roles.user.model=mock/schema",
+                  "--set", "llm.prices.mock/*={input: 1, output: 1}"]
+        typo = run(runner, tmp_path, *models, "--set", "llm.prices.gpt4o-mini={input: 9, output: 9}")
+        assert typo.exit_code == 0, typo.output
+        warned = [x for x in typo.stderr.splitlines() if "gpt4o-mini" in x]
+        assert warned == ["warning: llm.prices key 'gpt4o-mini' prices no model this run calls (its models: "
+                          "gpt-4o-mini-2024-07-18, mock/schema): its price is not used; check its spelling"], \
+            typo.stderr
+        rows = sqlite3.connect(tmp_path / "intellagent.db").execute(
+            "SELECT prompt_tokens, completion_tokens, cached_tokens, cost_usd FROM llm_calls "
+            "WHERE model = 'gpt-4o-mini-2024-07-18' AND NOT cached").fetchall()
+        assert rows and all(cost == pytest.approx(PriceTable().cost("gpt-4o-mini", Usage(
+            prompt_tokens=p, completion_tokens=c, cached_tokens=k))) for p, c, k, cost in rows)
+        estimate = run(runner, tmp_path, *models, "--set", "llm.prices.gpt4o-mini={input: 9, output: 9}",
+                       "--estimate")
+        assert estimate.exit_code == 0 and warned[0] in estimate.stderr.splitlines(), estimate.output
+        for key in ("gpt-4o-mini", "openai/gpt-4o-mini", "gpt-4o-mini*"):
+            right = run(runner, tmp_path / key.replace("/", "_"), *models, "--set",
+                        f"llm.prices.{key}={{input: 9, output: 9}}", "--until", "graph")
+            assert right.exit_code == 0 and "prices no model" not in right.output, (key, right.output)

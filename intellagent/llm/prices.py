@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterable
 
 from intellagent.llm.types import Usage
 from intellagent.pipeline import Price
@@ -125,26 +125,45 @@ class PriceTable:
             self._found[model] = self._look_up(model)
         return self._found[model]
 
-    def _given(self, model: str) -> Price | None:
-        """The run's own price of ``model``: by its name (with or without its ``provider/``
-        prefix), a key the price table takes for the same model (``gpt-4o`` for
+    def _key(self, model: str) -> str | None:
+        """The key of the run's own price of ``model``: its name (with or without its
+        ``provider/`` prefix), a key the price table takes for the same model (``gpt-4o`` for
         ``gpt-4o-2024-08-06``; never ``gpt-4o-mini``, another model), the longest ``prefix*``."""
         bare = model.split("/", 1)[1] if "/" in model else None
         for name in (model, bare):
             if name is not None and name in self.overrides:
-                return self.overrides[name]
+                return name
         names = [k for k in self.overrides if not k.endswith("*")]
         if names and not model.startswith(MOCK):
             same = table_model(model)
             if same is not None:
                 for name in names:
                     if table_model(name) == same:
-                        return self.overrides[name]
+                        return name
         prefixes = [k for k in self.overrides if k.endswith("*") and model.startswith(k[:-1])]
-        return self.overrides[max(prefixes, key=len)] if prefixes else None
+        return max(prefixes, key=len) if prefixes else None
+
+    def unused(self, models: Iterable[str]) -> list[str]:
+        """The run's price keys that price none of ``models`` (a typo, or a model it does not
+        call): their prices are not used."""
+        used = {self._key(m) for m in models} if self.overrides else set()
+        return [k for k in self.overrides if k not in used]
+
+    def unused_warning(self, models: Iterable[str]) -> str | None:
+        """One line naming the keys :meth:`unused` finds and the models the run calls, or None."""
+        models = sorted(set(models))
+        unused = self.unused(models)
+        if not unused:
+            return None
+        one = len(unused) == 1
+        return (f"llm.prices {'key' if one else 'keys'} {', '.join(repr(k) for k in unused)} "
+                f"price{'s' if one else ''} no model this run calls (its models: {', '.join(models)}): "
+                f"{'its price is' if one else 'their prices are'} not used; check "
+                f"{'its' if one else 'their'} spelling")
 
     def _look_up(self, model: str) -> ModelPrice | None:
-        given = self._given(model) if self.overrides else None
+        key = self._key(model) if self.overrides else None
+        given = self.overrides[key] if key is not None else None
         if given is not None:
             return ModelPrice(input=given.input, output=given.output, cached_input=given.cached_input,
                               source="llm.prices")

@@ -96,15 +96,21 @@ class ModelSettings(StrictModel):
 
 class Price(StrictModel):
     """A model's price, each a finite number of dollars (a string, a boolean or .inf is refused:
-    an infinite price made every call's cost NaN, which the store could not record)."""
+    an infinite price made every call's cost NaN, which the store could not record). One that
+    leaves out input or output is merged over the genai-prices table's price of the model (which
+    must know it)."""
 
-    input: float = Field(ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
-                         description="Dollars per million prompt tokens.")
-    output: float = Field(ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
-                          description="Dollars per million completion tokens.")
+    input: float | None = Field(default=None, ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
+                                description="Dollars per million prompt tokens (left out: the "
+                                            "genai-prices table's).")
+    output: float | None = Field(default=None, ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
+                                 description="Dollars per million completion tokens (left out: the "
+                                             "genai-prices table's).")
     cached_input: float | None = Field(default=None, ge=0, le=MAX_PRICE, strict=True, allow_inf_nan=False,
                                        description="Dollars per million prompt tokens read from the "
-                                                   "provider's prompt cache (default: the input price).")
+                                                   "provider's prompt cache (left out: the input "
+                                                   "price, or the table's where input or output is "
+                                                   "left out too).")
 
 
 class LLMSettings(StrictModel):

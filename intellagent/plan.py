@@ -703,6 +703,25 @@ def _check_models(plan: Plan, checker: _Checker, registry: Registry) -> None:
             raise checker.error(loc + ("model",), problem)
 
 
+def _check_prices(plan: Plan, checker: _Checker) -> None:
+    """A price of ``llm.prices`` that leaves out input or output is merged over the genai-prices
+    table's price of each model it prices: one for a model the table does not know has nothing
+    to be merged over, and is refused before anything runs."""
+    llm = plan.spec.llm
+    if all(p.input is not None and p.output is not None for p in llm.prices.values()):
+        return
+    from intellagent.llm.prices import PriceTable  # the table's data: only for a partial price
+
+    table = PriceTable(llm.prices)
+    for model in sorted({llm.for_role(role).model for role in plan.roles}):
+        found = table.missing(model)
+        if found:
+            key, lacks = found
+            raise checker.error(("llm", "prices", key), f"no {' or '.join(lacks)} price, and genai-prices "
+                                f"has none for {model} to take {'it' if len(lacks) == 1 else 'them'} "
+                                f"from: give {' and '.join(lacks)} (dollars per million tokens)")
+
+
 def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -> None:
     spec = plan.spec
     roles: dict[str, str] = {}
@@ -722,6 +741,7 @@ def _resolve_rest(plan: Plan, raw: Any, checker: _Checker, registry: Registry) -
             raise checker.error(("llm", "roles", role), f"no step of this pipeline uses a model role "
                                 f"'{role}' (its roles: {known})")
     _check_models(plan, checker, registry)
+    _check_prices(plan, checker)
 
     refs = spec.metric_refs()
     declared = plan.declared_scores()

@@ -381,3 +381,37 @@ def test_a_price_key_that_prices_no_model_of_the_run_is_named_at_the_start(runne
             right = run(runner, tmp_path / key.replace("/", "_"), *models, "--set",
                         f"llm.prices.{key}={{input: 9, output: 9}}", "--until", "graph")
             assert right.exit_code == 0 and "prices no model" not in right.output, (key, right.output)
+
+
+def test_a_partial_price_is_merged_over_the_librarys(runner, tmp_path, monkeypatch):
+    """Only cached_input for a model genai-prices knows was refused (missing required key
+    'input'): the run's fields are merged over the library's price of that model."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer(prompt_cache=True) as server:
+        result = run(runner, tmp_path, "--model", "gpt-4o-mini", "--set", f"llm.default.base_url={server.base_url}",
+                     "--set", "llm.default.api_key_env=TEST_KEY", "--set",
+                     "llm.prices.gpt-4o-mini={cached_input: 0.01}", "--budget", "5")
+    assert result.exit_code == 0, result.output
+    rows = sqlite3.connect(tmp_path / "intellagent.db").execute(
+        "SELECT prompt_tokens, cached_tokens, completion_tokens, cost_usd FROM llm_calls WHERE NOT cached").fetchall()
+    assert any(cached for _, cached, _, _ in rows)
+    for prompt, cached, completion, cost in rows:  # the library's input and output, the run's cached rate
+        assert cost == pytest.approx(((prompt - cached) * 0.15 + cached * 0.01 + completion * 0.60) / 1e6)
+    tiered = PriceTable({"gemini-2.5-pro": Price(output=20.0)}).price("gemini-2.5-pro")
+    assert tiered.rates(250_000) == pytest.approx((2.5, 20.0, 0.25))  # the library's tiers, the run's output
+
+
+@pytest.mark.parametrize("key,given,missing", [
+    ("my-local-model", "{cached_input: 0.1}", "input or output"),
+    ("my-*", "{output: 2}", "input"),
+])
+def test_a_partial_price_with_nothing_to_merge_over_is_refused(runner, tmp_path, monkeypatch, key, given, missing):
+    """A model genai-prices does not know takes its whole price from llm.prices: one line naming
+    the key, the fields it lacks and the model, before anything runs (and from --estimate)."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    result = run(runner, tmp_path, *UNPRICED, "--set", f"llm.prices.{key}={given}")
+    from tests.test_bad_input import assert_one_clean_line
+
+    assert_one_clean_line(result, f"--set llm.prices.{key}: ", f"llm.prices.{key}: no {missing} price")
+    assert "my-local-model" in result.stderr
+    assert run(runner, tmp_path, *UNPRICED, "--set", f"llm.prices.{key}={given}", "--estimate").exit_code == 2

@@ -2,7 +2,8 @@
 
 A model's price is, in order: the run's own (``llm.prices``: by exact name, then a key naming the
 same model, a dated snapshot or a ``provider/`` spelling of it, then the longest ``prefix*``
-key), the maintained price table of the ``genai-prices`` package (bundled data, no network; a
+key; a price that leaves out input or output is merged over the table's price of the model),
+the maintained price table of the ``genai-prices`` package (bundled data, no network; a
 ``provider/`` prefix picks that provider's row, as LiteLLM names models), nothing for a ``mock/``
 model. A model none of them knows has no price: its cost is unknown, not zero, and a dollar
 budget refuses to run on it (a token budget still works). Cached prompt tokens are priced at the
@@ -113,6 +114,11 @@ def table_model(model: str) -> str | None:
     return found[1].id if found is not None else None
 
 
+def _base(model: str) -> ModelPrice | None:
+    """The price of ``model`` without the run's own: $0 for a mock model, else the table's."""
+    return ModelPrice(input=0.0, output=0.0, source="mock") if model.startswith(MOCK) else table_price(model)
+
+
 class PriceTable:
     """The run's prices: its own overrides, then the maintained table."""
 
@@ -161,15 +167,34 @@ class PriceTable:
                 f"{'its price is' if one else 'their prices are'} not used; check "
                 f"{'its' if one else 'their'} spelling")
 
+    def missing(self, model: str) -> tuple[str, list[str]] | None:
+        """The key of a partial price of ``model`` with nothing to merge over (a model the table
+        does not know) and the fields it lacks; None when ``model`` has its price or none given."""
+        key = self._key(model) if self.overrides else None
+        if key is None:
+            return None
+        lacks = [f for f in ("input", "output") if getattr(self.overrides[key], f) is None]
+        return (key, lacks) if lacks and _base(model) is None else None
+
     def _look_up(self, model: str) -> ModelPrice | None:
         key = self._key(model) if self.overrides else None
-        given = self.overrides[key] if key is not None else None
-        if given is not None:
+        if key is None:
+            return _base(model)
+        given = self.overrides[key]
+        if given.input is not None and given.output is not None:  # a whole price: the run's own
             return ModelPrice(input=given.input, output=given.output, cached_input=given.cached_input,
                               source="llm.prices")
-        if model.startswith(MOCK):
-            return ModelPrice(input=0.0, output=0.0, source="mock")
-        return table_price(model)
+        base = _base(model)  # a part of one: merged over the table's price of the model
+        if base is None:
+            return None  # nothing to merge over (:meth:`missing`: the run refuses it)
+        fields = (given.input, given.output, given.cached_input)
+        return ModelPrice(
+            input=base.input if given.input is None else given.input,
+            output=base.output if given.output is None else given.output,
+            cached_input=base.cached_input if given.cached_input is None else given.cached_input,
+            source="llm.prices",
+            tiers=tuple(t if f is None else () for t, f in zip(base.tiers, fields))  # type: ignore[arg-type]
+            if base.tiers else None)
 
     def cost(self, model: str, usage: Usage) -> float:
         """The dollars of ``usage`` (0 for a model with no known price: see :meth:`price`)."""

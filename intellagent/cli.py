@@ -642,7 +642,17 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     for s in report.steps:
         for k, n in s.statuses.items():
             if k in RETRIED:
-                retried[k] = retried.get(k, 0) + n
+                # an infra error at a prompt over the model's context fails the same way again
+                n -= s.over_context if k == "infra-error" else 0
+                if n > 0:
+                    retried[k] = retried.get(k, 0) + n
+    over = {s.name: s.over_context for s in report.steps if s.over_context}
+    if over:
+        click.echo(f"  {sum(over.values())} item(s) could not finish at a prompt longer than its model's "
+                   "context (" + ", ".join(f"{n} {step} item(s)" for step, n in over.items())
+                   + "; see the report): running again fails the same way; a model with a longer "
+                     "context, or shorter prompts (fewer turns: a smaller max_turns where a step has "
+                     "one), can fix them")
     if report.info.status != "done":
         click.echo(f"  run status: {report.info.status}")
     elif retried:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from intellagent.errors import IntellagentError
@@ -95,6 +96,33 @@ class RequestRejected(ProviderError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ContextTooLong(RequestRejected):
+    """A request whose prompt is longer than the model's context: the same request fails again,
+    so a re-run cannot fix it; a model with a longer context or a shorter prompt can."""
+
+    kind = "context-length"
+
+
+#: How providers say a prompt is over the model's context: OpenAI, vLLM and LiteLLM ("maximum
+#: context length", context_length_exceeded), Anthropic ("prompt is too long"), llama.cpp
+#: ("exceeds the available context size"), Gemini ("exceeds the maximum number of tokens").
+CONTEXT_WORDS = re.compile(r"(?i)context.length|context.window|prompt is too long|"
+                           r"exceeds the (available context|maximum number of tokens)")
+
+
+def rejected(message: str, status: int | None) -> RequestRejected:
+    """A provider's 4xx (not 429) as the LLM layer's error: a context overflow is its own kind."""
+    if status == 400 and CONTEXT_WORDS.search(message):
+        return ContextTooLong(message, status)
+    return RequestRejected(message, status)
+
+
+def over_context(note: str) -> bool:
+    """Whether an item's note says it ended at a prompt longer than its model's context (the
+    note holds the failed call's reason, ``context-length: ...``)."""
+    return f"{ContextTooLong.kind}: " in note
 
 
 REFUSALS = {401: "refused the key", 403: "refused the key", 404: "does not know the model"}

@@ -8,7 +8,9 @@ deterministically from the request. It can add latency and inject faults: ``429`
 refusals ``400``, ``401`` and ``403`` (the key refused), ``404`` (an unknown model). With
 ``echo_key`` every error body quotes the request's Authorization value, as careless servers do.
 With ``prompt_cache`` (``--prompt-cache``) an answer reports the prompt tokens a provider's cache
-would hold (``usage.prompt_tokens_details.cached_tokens``).
+would hold (``usage.prompt_tokens_details.cached_tokens``). With ``context_length`` a request whose
+prompt is over that many tokens is answered as OpenAI answers it: HTTP 400, code
+``context_length_exceeded``.
 A request's ``max_tokens`` is honoured: a longer answer is cut there, with finish reason
 ``length``. Its usage counts about four characters a token, the prompt as a provider bills it:
 the messages, the tools and the response format.
@@ -59,8 +61,10 @@ class OpenAIServer:
                  retry_after: float = 0.05, timeout_hang: float = 30.0, seed: int = 0,
                  responder: Responder | None = None, list_items: int | None = None,
                  quirks: Iterable[str] = (), keep_requests: bool = True, port: int = 0,
-                 echo_key: bool = False, prompt_cache: bool = False) -> None:
+                 echo_key: bool = False, prompt_cache: bool = False,
+                 context_length: int | None = None) -> None:
         self.latency = latency
+        self.context_length = context_length
         # a test's condition to answer on: while ``hold()`` is true every request waits (at most
         # HOLD_LIMIT seconds), e.g. until a second process of a run has taken work of its own
         self.hold: Callable[[], bool] | None = None
@@ -236,6 +240,13 @@ class OpenAIServer:
         if fault == "malformed":
             self._send_raw(writer, 200, b'{"id": "chatcmpl-x", "choices": [{"mess')
             return True
+        if self.context_length is not None and self.prompt_tokens(request) > self.context_length:
+            self._send(writer, 400, {"error": {
+                "message": f"This model's maximum context length is {self.context_length} tokens. However, "
+                           f"your messages resulted in {self.prompt_tokens(request)} tokens. Please reduce "
+                           "the length of the messages.", "type": "invalid_request_error",
+                "param": "messages", "code": "context_length_exceeded"}}, auth=authorization)
+            return True
         refusal = self._quirk_refusal(request)
         if refusal:
             self._send(writer, 500, {"error": {"message": refusal}}, auth=authorization)
@@ -393,6 +404,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="Report cached prompt tokens (usage.prompt_tokens_details.cached_tokens) "
                              "for the messages a request shares with an earlier one, as a "
                              "provider's prompt cache does.")
+    parser.add_argument("--context-length", type=int, default=None,
+                        help="Answer a request whose prompt is over this many tokens with OpenAI's "
+                             "400 context_length_exceeded.")
     parser.add_argument("--port", type=int, default=0,
                         help="Listen on this port (default: a free one). The base URL is part of "
                              "a model's identity, so a fixed port gives the same requests again.")
@@ -400,7 +414,8 @@ def main(argv: list[str] | None = None) -> None:
     server = OpenAIServer(latency=args.latency, fault_rate=args.fault_rate,
                           retry_after=args.retry_after, timeout_hang=args.timeout_hang,
                           seed=args.seed, list_items=args.list_items, quirks=args.quirk,
-                          keep_requests=False, port=args.port, prompt_cache=args.prompt_cache)
+                          keep_requests=False, port=args.port, prompt_cache=args.prompt_cache,
+                          context_length=args.context_length)
     # the handler before the URL: a caller may stop the server as soon as it has read the URL
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from intellagent.errors import ConfigError
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, ProviderError, RateLimited,
-                                    RealModelForbidden, RequestRejected, RequestTimeout, ServerError)
+                                    RealModelForbidden, RequestTimeout, ServerError, rejected)
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
 from intellagent.redaction import Redactor
@@ -130,7 +130,7 @@ class LiteLLMProvider(Instructed):
                 wait = None
             return RateLimited(f"429 rate limited: {text}", wait)
         if isinstance(status, int) and 400 <= status < 500:
-            return RequestRejected(f"{status}: {text}", status)
+            return rejected(f"{status}: {text}", status)
         if isinstance(status, int):
             return ServerError(f"{status} from server: {text}")
         if isinstance(exc, openai.APIError):

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from intellagent import jsontext
 from intellagent.llm.errors import (ConnectionLost, MalformedResponse, ProviderError, RateLimited,
-                                    RealModelForbidden, RequestRejected, RequestTimeout, ServerError)
+                                    RealModelForbidden, RequestTimeout, ServerError, rejected)
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
 from intellagent_plugins.providers.instructed import DEFAULT_TIMEOUT, Instructed, instructed
@@ -234,7 +234,7 @@ def _status_error(status: int, raw: bytes, retry_after: str | None) -> ProviderE
         return RateLimited(f"429 rate limited: {text}", wait)
     if status >= 500:
         return ServerError(f"{status} from server: {text}")
-    return RequestRejected(f"{status}: {text}", status)
+    return rejected(f"{status}: {text}", status)
 
 
 def cached_tokens(usage: Any) -> int:

@@ -5,6 +5,7 @@ would fix them (a model with a longer context, shorter prompts) instead of "run 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 
 import pytest
 
@@ -69,3 +70,21 @@ def test_each_providers_words_for_a_context_overflow_are_known(text):
 
     assert isinstance(rejected(f"400: {text}", 400), ContextTooLong)
     assert not isinstance(rejected("400: 'temperature' must be at most 2", 400), ContextTooLong)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None, reason="pip install --no-deps nvidia-tooltalk")
+def test_a_tooltalk_replay_over_the_agents_context_is_not_advised_a_rerun(runner, tmp_path, monkeypatch):
+    """ToolTalk's replay keeps the agent model's error in its note, so an overflow there is told
+    as one too (its note said only 'could not answer; run again to retry')."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer(context_length=CONTEXT) as server:
+        result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path),
+                                     "--set", "steps.conversations.with.limit=2", "--set",
+                                     f"llm.roles.agent={{model: gpt-4o-mini, base_url: '{server.base_url}', "
+                                     "api_key_env: TEST_KEY}"])
+    assert result.exit_code == 3, result.output
+    report = read_report(next(tmp_path.glob("runs/*/report.json")))
+    replays = next(s for s in report["steps"] if s["name"] == "replays")
+    assert replays["statuses"] == {"infra-error": 2} and replays["over_context"] == 2, replays
+    assert "a re-run can fix" not in result.stdout, result.stdout
+    assert "2 replays item(s)" in result.stdout, result.stdout

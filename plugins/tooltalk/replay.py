@@ -72,9 +72,9 @@ def parse_arguments(text: str) -> dict[str, Any] | None:
 
 
 async def replay(conversation: Conversation, world: World, agent: Agent, *, prompt: str,
-                 tools: ToolChoice = "all", max_calls: int = 20) -> tuple[Replay, bool]:
-    """The agent's calls and replies, turn by turn; and whether its model infrastructure failed
-    (the replay is then unfinished, not the agent's fault)."""
+                 tools: ToolChoice = "all", max_calls: int = 20) -> tuple[Replay, str | None]:
+    """The agent's calls and replies, turn by turn; and the error of its model infrastructure
+    when that failed (the replay is then unfinished, not the agent's fault), else None."""
     schemas = tool_schemas(world, conversation, tools)
     history: list[dict[str, Any]] = [{"role": "system",
                                       "content": f"{prompt.rstrip()}\n\n{user_data(conversation.metadata)}"}]
@@ -92,7 +92,7 @@ async def replay(conversation: Conversation, world: World, agent: Agent, *, prom
                 if step.error:
                     if step.infra:
                         return Replay(id=conversation.id, name=conversation.name, set=conversation.set,
-                                      turns=turns), True
+                                      turns=turns), step.error
                     record.error = step.error
                     break
                 if not step.tool_calls:
@@ -114,4 +114,4 @@ async def replay(conversation: Conversation, world: World, agent: Agent, *, prom
         for i, call in enumerate(turn.apis or []):
             history += truth_messages(call, f"truth_{position}_{i}", world)
         history.append({"role": "assistant", "content": turn.text or ""})
-    return Replay(id=conversation.id, name=conversation.name, set=conversation.set, turns=turns), False
+    return Replay(id=conversation.id, name=conversation.name, set=conversation.set, turns=turns), None

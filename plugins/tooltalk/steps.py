@@ -184,9 +184,8 @@ class ReplayConversation(Simulator):
                                          tools=self.config.tools, max_calls=self.config.max_calls)
         finally:
             world.close()
-        if infra:
-            return Output(value=result, status="infra-error",
-                          note="the agent's model could not answer; run again to retry")
+        if infra is not None:  # its reason kept: a prompt over the model's context is no fault a re-run fixes
+            return Output(value=result, status="infra-error", note=f"the agent's model could not answer: {infra}")
         failed = [t for t in result.turns if t.error]
         cut = [t for t in result.turns if t.stopped]
         warnings = [f"cut off after {self.config.max_calls} calls in turn {t.index}" for t in cut]

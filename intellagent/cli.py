@@ -638,18 +638,21 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             "more than was left" if refused else ""))
     for gate in report.gates:
         click.echo(f"  {gate.line()}")
+    from intellagent.steps import DEGRADED
+
     retried: dict[str, int] = {}  # statuses a re-run can fix
     for s in report.steps:
         for k, n in s.statuses.items():
             if k in RETRIED:
                 # an infra error at a prompt over the model's context fails the same way again
-                n -= s.over_context if k == "infra-error" else 0
+                n -= s.over_context.get(k, 0)
                 if n > 0:
                     retried[k] = retried.get(k, 0) + n
-    over = {s.name: s.over_context for s in report.steps if s.over_context}
+    over = {s.name: sum(s.over_context.values()) for s in report.steps if s.over_context}
     if over:
-        click.echo(f"  {sum(over.values())} item(s) could not finish at a prompt longer than its model's "
-                   "context (" + ", ".join(f"{n} {step} item(s)" for step, n in over.items())
+        made = sum(s.over_context.get(DEGRADED, 0) for s in report.steps)
+        click.echo(f"  {sum(over.values())} item(s) could not finish{' or were made degraded' if made else ''} at "
+                   "a prompt longer than its model's context (" + ", ".join(f"{n} {step} item(s)" for step, n in over.items())
                    + "; see the report): running again fails the same way; a model with a longer "
                      "context, or shorter prompts (fewer turns: a smaller max_turns where a step has "
                      "one), can fix them")
@@ -661,7 +664,8 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
                    + "; see the report); run the same command again to retry them: a re-run can fix "
                    + " and ".join(f"{k} ({RETRIED[k]})" for k in sorted(retried))
                    + ", and reuses every finished item")
-    degraded = report.degraded()
+    over_degraded = {s.name: s.over_context.get(DEGRADED, 0) for s in report.steps}  # told above
+    degraded = {step: n - over_degraded[step] for step, n in report.degraded().items() if n > over_degraded[step]}
     if degraded:
         click.echo(f"  {sum(degraded.values())} item(s) degraded ("
                    + ", ".join(f"{step} {n}" for step, n in degraded.items())

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from intellagent.llm.errors import over_context
 from intellagent.plan import Plan, TypeRef
-from intellagent.steps import DEGRADED, UNFINISHED, Score
+from intellagent.steps import DEGRADED, REMADE, Score
 from intellagent.store import Store
 
 
@@ -98,9 +98,10 @@ class StepSummary(BaseModel):
                                   "status than ok, pass or fail: note → count (most common).")
     warnings: dict[str, int] = Field(default_factory=dict, description="Warnings on the items: "
                                      "warning → how many items carry it.")
-    over_context: int = Field(default=0, description="Items that could not finish because a "
-                              "prompt was longer than its model's context: running again cannot "
-                              "fix them.")
+    over_context: dict[str, int] = Field(default_factory=dict, description="Items that could not "
+                                         "finish, or were made degraded, because a prompt was longer "
+                                         "than its model's context: status → count. Running again "
+                                         "cannot fix them.")
 
 
 def summarize(data: RunData) -> list[StepSummary]:
@@ -113,8 +114,8 @@ def summarize(data: RunData) -> list[StepSummary]:
             for warning in item.warnings:
                 summary.warnings[warning] = summary.warnings.get(warning, 0) + 1
             summary.statuses[item.status] = summary.statuses.get(item.status, 0) + 1
-            if item.status in UNFINISHED and over_context(item.note or ""):
-                summary.over_context += 1
+            if item.status in REMADE and over_context(item.note or ""):
+                summary.over_context[item.status] = summary.over_context.get(item.status, 0) + 1
             if item.status not in ("ok", "pass", "fail") and item.note:
                 reason = item.note.split(":")[0][:120]
                 notes[reason] = notes.get(reason, 0) + 1

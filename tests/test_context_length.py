@@ -85,6 +85,24 @@ def test_a_tooltalk_replay_over_the_agents_context_is_not_advised_a_rerun(runner
     assert result.exit_code == 3, result.output
     report = read_report(next(tmp_path.glob("runs/*/report.json")))
     replays = next(s for s in report["steps"] if s["name"] == "replays")
-    assert replays["statuses"] == {"infra-error": 2} and replays["over_context"] == 2, replays
+    assert replays["statuses"] == {"infra-error": 2} and replays["over_context"] == {"infra-error": 2}, replays
     assert "a re-run can fix" not in result.stdout, result.stdout
     assert "2 replays item(s)" in result.stdout, result.stdout
+
+
+def test_a_graph_degraded_at_a_prompt_over_the_context_is_not_advised_a_rerun(runner, tmp_path, monkeypatch):
+    """The policy graph is made degraded when some pairs of policies cannot be scored; when their
+    prompts are over the edges model's context a re-run fails the same way, so the summary says
+    what fixes it instead of 'run the same command again to make them whole'."""
+    monkeypatch.setenv("TEST_KEY", "k")
+    with OpenAIServer(context_length=CONTEXT) as server:
+        result = runner.invoke(cli, ["run", "education", "--events", "1", "--workspace", str(tmp_path), "--set",
+                                     f"llm.roles.edges={{model: gpt-4o-mini, base_url: '{server.base_url}', "
+                                     "api_key_env: TEST_KEY}"])
+    report = read_report(next(tmp_path.glob("runs/*/report.json")))
+    graph = next(s for s in report["steps"] if s["name"] == "graph")
+    assert graph["statuses"] == {"degraded": 1} and graph["over_context"] == {"degraded": 1}, graph
+    assert result.exit_code == 3, result.output  # the graph is not whole, as with any degraded item
+    assert "make them whole" not in result.stdout and "a re-run can fix" not in result.stdout, result.stdout
+    line = next(x for x in result.stdout.splitlines() if "longer than its model's context" in x)
+    assert "1 graph item(s)" in line and "made degraded" in line and "a model with a longer context" in line, line

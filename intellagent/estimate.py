@@ -121,6 +121,26 @@ class Reuse:
     #: by step and role, the calls of items to make that the cache answers already (calls,
     #: prompt and completion tokens): an unfinished item's, made again for free
     cached: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
+    #: by step, what each item to make whose inputs the walk knows costs (the step's
+    #: :meth:`~intellagent.steps.Step.estimate_item`)
+    items: dict[str, list[ItemEstimate]] = field(default_factory=dict)
+
+    def item_estimate(self, step: str) -> ItemEstimate | None:
+        """The mean of the :attr:`items` of ``step`` (tokens weighted by calls), None without any."""
+        known = self.items.get(step)
+        if not known:
+            return None
+        roles: dict[str, RoleLoad] = {}
+        for role in {r for e in known for r in e.roles}:
+            loads = [e.roles[role] for e in known if role in e.roles]
+            calls = sum(x.calls for x in loads)
+            roles[role] = RoleLoad(calls=calls / len(known),
+                                   prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls if calls else 0.0,
+                                   completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls
+                                   if calls else 0.0)
+        outputs = [e.outputs for e in known if e.outputs is not None]
+        return ItemEstimate(roles=roles, outputs=sum(outputs) / len(outputs) if outputs else None,
+                            sequential=sum(e.sequential for e in known) / len(known))
 
 
 class _Quiet:
@@ -145,7 +165,7 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
     from intellagent.llm import LLM
     from intellagent.results import adapter, annotation_of
     from intellagent.scheduling import Held, Scheduler, first_error
-    from intellagent.steps import DEGRADED, UNFINISHED, Output
+    from intellagent.steps import DEGRADED, UNFINISHED, Output, Step
 
     selected = [plan.steps[n] for n in (steps if steps is not None else plan.steps)]
     setup = AgentSetup()
@@ -159,7 +179,8 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
                       on_error=lambda step, exc: None, agent=setup)
     roots = {s.domain[-1] for s in selected if s.domain}
     free = {s.name for s in selected if not (s.roles or s.uses_agent)}
-    needed = roots | {w.source for s in selected if s.name in free for w in s.wires}
+    itemwise = {s.name for s in selected if type(s.plugin).estimate_item is not Step.estimate_item}
+    needed = roots | {w.source for s in selected if s.name in free | itemwise for w in s.wires}
     found = Reuse()
     answers = store.cached_answers() if cache else {}
 
@@ -174,6 +195,10 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
                 if step.name in needed else None
             return Held(value, row.value_hash, row.status, row.halt)
         if step.name not in free:
+            if step.name in itemwise:  # its inputs known: what this very item costs
+                guess = step.plugin.estimate_item(env, **inputs)
+                if guess is not None:
+                    found.items.setdefault(step.name, []).append(guess)
             return _to_make(step, key)
         # a step that calls no model costs nothing: computed, as the run will
         found.new[step.name] += 1
@@ -281,7 +306,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     spreads: dict[str, tuple[int, float]] = {}  # steps whose calls were all measured: items, sd
     for name in names:
         step = plan.steps[name]
-        own = step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None
+        own = (reuse.item_estimate(name) if reuse is not None else None) or \
+            (step.plugin.estimate(env) if hasattr(step.plugin, "estimate") else None)
         guess = own or default_estimate(step, env)
         found = earlier.get("steps", {}).get(name)
         if found is not None and step.uses_agent and not earlier.get("same_agent"):

@@ -187,6 +187,12 @@ class Step:
         environment's prompt; a finished run of the pipeline in the workspace corrects it)."""
         return None
 
+    def estimate_item(self, env: Any, **inputs: Any) -> ItemEstimate | None:
+        """What the item of these inputs costs, for ``run --estimate`` where its walk of the plan
+        knows them (the elements of a sampler's list, say: the sets and the limit a run picks);
+        None: :meth:`estimate`'s figure for every item."""
+        return None
+
     def check(self, env: Any) -> str | None:
         """A problem with this step's options in ``env`` (say, a tool the environment does not
         have), or None. Checked before a run's first item and by ``intellagent validate ENV

@@ -308,6 +308,31 @@ def test_the_replay_estimate_is_what_an_agent_making_the_ground_truths_calls_ask
     assert prompt == pytest.approx(sum(asked), rel=0.25), (prompt, sum(asked))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None, reason="pip install --no-deps nvidia-tooltalk")
+def test_the_replay_estimate_is_of_the_conversations_the_run_picks(runner, tmp_path, monkeypatch):
+    """The replay's estimate is of the conversations the run replays (its sets, limit, names or
+    folder), not the mean of the package's: the easy set's were estimated at 178 calls, the mean
+    conversation of both sets being longer than an easy one, where the oracle is asked 81 times."""
+    from intellagent_plugins.tooltalk.agents import OracleAgent
+
+    asked = 0
+    step = OracleAgent.step
+
+    async def counted(self, messages, tools):
+        nonlocal asked
+        asked += 1
+        return await step(self, messages, tools)
+
+    monkeypatch.setattr(OracleAgent, "step", counted)
+    easy = ["run", "tooltalk", "--pipeline", "tooltalk", "--sets", "[easy]"]
+    result = runner.invoke(cli, [*easy, "--agent", "tooltalk/oracle", "--workspace", str(tmp_path / "oracle")])
+    assert result.exit_code == 0, result.output
+    rows = {m[1]: (int(m[2]), int(m[4])) for line in runner.invoke(cli, [
+        *easy, "--workspace", str(tmp_path / "model"), "--estimate"]).output.splitlines() if (m := ROW.match(line))}
+    assert rows["replays"][0] == 28
+    assert rows["replays"][1] == pytest.approx(asked, rel=0.02), (rows["replays"], asked)
+
+
 def test_an_item_cut_short_by_errors_measures_nothing(runner, tmp_path, monkeypatch):
     """A finished run whose policy graph ended as an infra error (the server failed every call):
     the graph's one failed call is not what making the graph takes, so the estimate keeps the

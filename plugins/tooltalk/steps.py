@@ -140,41 +140,54 @@ class ReplayConversation(Simulator):
     uses_agent = True
 
     def estimate(self, env: Any) -> ItemEstimate | None:
-        """The agent's calls for one conversation if it makes the ground truth's, as the
-        ``oracle`` reference agent does: in each assistant turn one call per ground-truth call and
-        one for its reply, each prompt the environment's prompt with the user's data, the tools
-        offered and the conversation so far, as :func:`replay` sends them. Averaged over the
-        package's conversations (other conversations are measured by a pilot run); None without
-        the package or on another environment."""
+        """The agent's calls for one conversation, averaged over the package's (as
+        :meth:`estimate_item`), for an item whose conversation the estimate does not know; None
+        without the package or on another environment."""
         from intellagent_plugins.tooltalk.environment.data import conversation_files
 
         try:
             conversations = [read_conversation(path, name) for name, path in conversation_files(list(PACKAGE_SETS))]
-            meta = tool_meta(env)
+            tool_meta(env)
         except IntellagentError:
             return None
-        if not conversations:
+        loads = [self._agent_load(env, c) for c in conversations]
+        calls = sum(x.calls for x in loads)
+        if not calls:
             return None
-        schema = {name: tokens(tool.openai_schema()) for name, tool in env.tools.items()}
-        calls = prompt = completion = 0.0
-        for conversation in conversations:
-            fixed = tokens(env.prompt or "", user_data(conversation.metadata)) + sum(
-                schema[n] for n in tool_names(env, meta, conversation, self.config.tools))
-            history = 0.0
-            for turn in conversation.conversation:
-                said = tokens(turn.text or "")
-                if turn.role == "user":
-                    history += said
-                    continue
-                for call in (turn.apis or [])[:self.config.max_calls]:
-                    asked = tokens(call.request.api_name, call.request.parameters or {})
-                    calls, prompt, completion = calls + 1, prompt + fixed + history, completion + asked
-                    history += asked + tokens(result_text(call))
-                calls, prompt, completion = calls + 1, prompt + fixed + history, completion + said
-                history += said
-        agent = RoleLoad(calls=calls / len(conversations), prompt_tokens=prompt / calls,
-                         completion_tokens=completion / calls)
+        agent = RoleLoad(calls=calls / len(loads), prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls,
+                         completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls)
         return ItemEstimate(roles={"agent": agent}, sequential=agent.calls)
+
+    def estimate_item(self, env: Any, conversation: Conversation) -> ItemEstimate | None:  # type: ignore[override]
+        """The replay of ``conversation`` (the sets, names and limit the run picks, or a folder's)."""
+        try:
+            load = self._agent_load(env, conversation)
+        except IntellagentError:  # another environment: the step's default
+            return None
+        return ItemEstimate(roles={"agent": load}, sequential=load.calls)
+
+    def _agent_load(self, env: Any, conversation: Conversation) -> RoleLoad:
+        """The agent's calls for ``conversation`` if it makes the ground truth's, as the
+        ``oracle`` reference agent does: in each assistant turn one call per ground-truth call and
+        one for its reply, each prompt the environment's prompt with the user's data, the tools
+        offered and the conversation so far, as :func:`replay` sends them."""
+        schema = {name: tokens(tool.openai_schema()) for name, tool in env.tools.items()}
+        fixed = tokens(env.prompt or "", user_data(conversation.metadata)) + sum(
+            schema[n] for n in tool_names(env, tool_meta(env), conversation, self.config.tools))
+        calls = prompt = completion = history = 0.0
+        for turn in conversation.conversation:
+            said = tokens(turn.text or "")
+            if turn.role == "user":
+                history += said
+                continue
+            for call in (turn.apis or [])[:self.config.max_calls]:
+                asked = tokens(call.request.api_name, call.request.parameters or {})
+                calls, prompt, completion = calls + 1, prompt + fixed + history, completion + asked
+                history += asked + tokens(result_text(call))
+            calls, prompt, completion = calls + 1, prompt + fixed + history, completion + said
+            history += said
+        return RoleLoad(calls=calls, prompt_tokens=prompt / calls if calls else 0.0,
+                        completion_tokens=completion / calls if calls else 0.0)
 
     async def run(self, ctx, conversation: Conversation) -> Output[Replay]:
         world = World(ctx.env, conversation)

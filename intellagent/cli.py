@@ -262,7 +262,20 @@ def _is_pipeline_name(registry: Registry, target: str) -> bool:
         return False
 
 
+def _warn_unused_prices(plan: Any) -> None:
+    """A warning naming the keys of ``llm.prices`` that price no model the pipeline calls (a typo)."""
+    if not plan.spec.llm.prices:
+        return
+    from intellagent.llm.prices import PriceTable
+
+    unused = PriceTable(plan.spec.llm.prices).unused_warning(
+        plan.spec.llm.for_role(r).model for r in plan.roles_used())
+    if unused:
+        click.echo(f"warning: {unused}", err=True)
+
+
 def _echo_plan(plan: Any) -> None:
+    _warn_unused_prices(plan)  # as a run of it says it
     click.echo(f"ok: pipeline {plan.name}: {plan.describe()}")
     if not plan.roles:
         click.echo("    model roles: none")
@@ -383,7 +396,6 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     import asyncio
 
     from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
-    from intellagent.llm.prices import PriceTable
     from intellagent.store import STORE_VARIABLE, Store
 
     steps = [s for s in plan.steps if s in set(plan.upstream(until))] if until else None
@@ -395,10 +407,7 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     earlier = earlier_figures(plan, env, store)
     reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
     found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
-    unused = PriceTable(plan.spec.llm.prices).unused_warning(
-        plan.spec.llm.for_role(r).model for r in plan.roles_used())
-    if unused:  # as the run says it
-        click.echo(f"warning: {unused}", err=True)
+    _warn_unused_prices(plan)  # as the run says it
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
     for line in found.lines():
         click.echo(f"  {line}")

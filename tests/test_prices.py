@@ -383,6 +383,19 @@ def test_a_price_key_that_prices_no_model_of_the_run_is_named_at_the_start(runne
             assert right.exit_code == 0 and "prices no model" not in right.output, (key, right.output)
 
 
+def test_validate_names_a_price_key_that_prices_no_model(runner):
+    """``validate --pipeline`` checks a pipeline before any run: a typo in llm.prices passed it
+    with no word, to be named only when the run started."""
+    typo = runner.invoke(cli, ["validate", "airline", "--pipeline", "intellagent", "--set",
+                               "llm.prices.gpt4o-mini={input: 9, output: 9}"])
+    assert typo.exit_code == 0, typo.output
+    assert "warning: llm.prices key 'gpt4o-mini' prices no model this run calls (its models: mock/schema)" \
+        in typo.stderr, typo.stderr
+    right = runner.invoke(cli, ["validate", "airline", "--pipeline", "intellagent", "--set",
+                                "llm.prices.mock/*={input: 9, output: 9}"])
+    assert right.exit_code == 0 and "prices no model" not in right.output, right.output
+
+
 def test_a_partial_price_is_merged_over_the_librarys(runner, tmp_path, monkeypatch):
     """Only cached_input for a model genai-prices knows was refused (missing required key
     'input'): the run's fields are merged over the library's price of that model."""

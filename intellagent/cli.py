@@ -191,7 +191,8 @@ def plugins(obj: Context) -> None:
 
 @cli.command()
 @click.argument("target")
-@click.option("--pipeline", default=None, help="Also check this pipeline (file or registered name).")
+@click.option("--pipeline", default=None, help="Also check this pipeline (file or registered name; "
+              "with --model or --set alone: the one run would use, intellagent).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="Seed data folder to use instead of the environment's own.")
 @click.option("--model", default=None, help="Model for every role (as run's --model).")
@@ -201,9 +202,9 @@ def plugins(obj: Context) -> None:
 def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
              model: str | None, settings: tuple[str, ...]) -> None:
     """Check an environment (registered NAME or folder PATH): tools match their specs, seed rows
-    fit the schema and pass the validators. Given a pipeline (YAML file or registered name),
-    check that its plugins exist, their options fit and every wire between steps type-checks;
-    no model is called."""
+    fit the schema and pass the validators. Given a pipeline (YAML file or registered name), or
+    settings for one (``--model``, ``--set``: the pipeline ``run`` would use), check that its
+    plugins exist, their options fit and every wire between steps type-checks; no model is called."""
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path, is_environment_folder
     from intellagent.plan import load_plan, model_overrides
@@ -225,7 +226,7 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
     if env.checks:
         parts.append(f"{len(env.checks)} rule checks")
     click.echo(f"ok: {env.name} {env.version} ({', '.join(parts)})")
-    if pipeline is not None:
+    if pipeline is not None or overrides:  # --set/--model alone: checked on the pipeline run would use
         plan = load_plan(pipeline, registry, overrides=overrides)
         _same_environment(plan, registry, env)
         plan.check_environment(env)

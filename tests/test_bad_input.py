@@ -552,3 +552,15 @@ def test_a_function_model_that_does_not_import(runner, tmp_path):
     result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path / "ws"),
                                  "--set", "llm.default={model: mock/function, options: {function: 'nosuch_mod:fn'}}"])
     assert_one_clean_line(result, "model mock/function", "module 'nosuch_mod' failed to import")
+
+
+def test_validate_checks_settings_given_without_a_pipeline_on_the_one_run_would_use(runner):
+    """`validate ENV --set ...` without --pipeline checked nothing of the settings and said ok: a
+    setting run would refuse passed. Now it is checked on the pipeline `run ENV` uses."""
+    bad = runner.invoke(cli, ["validate", "airline", "--set", "llm.default.temperature=9"])
+    assert_one_clean_line(bad, "llm.default.temperature", "less than or equal to 2")
+    assert runner.invoke(cli, ["run", "airline", "--events", "1", "--set", "llm.default.temperature=9",
+                               "--estimate"]).exit_code == 2  # as run refuses it
+    good = runner.invoke(cli, ["validate", "airline", "--model", "mock/schema"])
+    assert good.exit_code == 0, good.output
+    assert "mock/schema" in good.output  # the roles it resolved, as with --pipeline

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import functools
 import importlib
+import inspect
 import sys
 import tempfile
 import time
@@ -68,7 +69,10 @@ def timed(target: str, totals: dict[str, list[float]]) -> None:
             totals[target][0] += time.thread_time() - started
             totals[target][1] += 1
 
-    setattr(owner, name, wrapper)
+    # a static method is read as its function, a class method as bound to its class: either way
+    # the wrapper takes the arguments as given
+    static = isinstance(inspect.getattr_static(owner, name), (staticmethod, classmethod))
+    setattr(owner, name, staticmethod(wrapper) if static else wrapper)
     if not path:  # a module's function: also where another module bound it at import (from m import f)
         for other in list(sys.modules.values()):
             found = getattr(other, "__dict__", {})

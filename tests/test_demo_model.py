@@ -93,6 +93,21 @@ def test_every_report_of_a_demo_run_says_it_is_one(demo, schema):
     assert schema_report["info"]["notices"] == [] and "class=notice" not in schema_html
 
 
+def test_a_run_where_only_some_roles_are_the_demo_says_which(runner, tmp_path, openai_server, monkeypatch):
+    """The demo's notice says no model was called: false of a run whose agent called a model (here
+    the local test server). It then names the roles the demo scripted and those that called a model."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    result = runner.invoke(cli, ["run", "airline", "--events", "1", "--model", "mock/demo", "--workspace",
+                                 str(tmp_path / "ws"), "--set",
+                                 f"llm.roles.agent={{model: gpt-4o-mini, base_url: '{openai_server.base_url}'}}"])
+    assert result.exit_code in (0, 1), result.output
+    assert openai_server.requests  # the agent's model was called
+    notices = read_report(next((tmp_path / "ws" / "runs").iterdir()) / "report.json")["info"]["notices"]
+    assert len(notices) == 1 and "no model was called" not in notices[0], notices
+    assert notices[0].startswith("Partly a demo run") and "only agent called its model" in notices[0]
+    assert "no model was called" not in result.output
+
+
 def test_the_same_seed_gives_the_same_demo_run_and_another_seed_another(demo, runner, tmp_path):
     _, report, _ = demo
     again = run(runner, tmp_path / "a", "mock/demo", EVENTS)[1]

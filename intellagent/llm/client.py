@@ -119,20 +119,25 @@ class LLM:
 
     def notices(self, roles: list[str]) -> list[str]:
         """What the providers of ``roles`` say a reader of the run must know (each once), from
-        their factory's ``notice(settings)``: no provider is made for it."""
-        found: list[str] = []
+        their factory's ``notice(settings, played, others)``: ``played``, the roles of ``roles``
+        on that model; ``others``, the rest (a notice true of the whole run may not be true of a
+        part). No provider is made for it."""
+        if self.registry is None:
+            from intellagent.registry import load_registry
+            self.registry = load_registry()
+        models: dict[tuple[str, str], tuple[Any, Any, list[str]]] = {}  # (provider, model) → factory, settings, roles
         for role in roles:
             settings = self.settings_for(role)
             name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
-            if self.registry is None:
-                from intellagent.registry import load_registry
-                self.registry = load_registry()
             try:
                 factory = self.registry.resolve("llm-provider", name).value
             except Exception:  # an unknown provider is refused elsewhere, with its own message
                 continue
+            models.setdefault((name, settings.model), (factory, settings, []))[2].append(role)
+        found: list[str] = []
+        for factory, settings, played in models.values():
             notice = getattr(factory, "notice", None)
-            text = notice(settings) if callable(notice) else None
+            text = notice(settings, played, [r for r in roles if r not in played]) if callable(notice) else None
             if text and text not in found:
                 found.append(text)
         return found

@@ -262,12 +262,13 @@ def mock_provider(settings: ModelSettings, *, seed: int = 0) -> Any:
     return FunctionModel(_function(settings, options))
 
 
-def mock_notice(settings: ModelSettings) -> str | None:
-    """The demo's notice, which every report of a run on it shows."""
+def mock_notice(settings: ModelSettings, played: list[str], others: list[str]) -> str | None:
+    """The demo's notice, which every report of a run on it shows; where other roles had other
+    models, which answers were the demo's."""
     if settings.model == "mock/demo":
-        from intellagent_plugins.providers.demo.model import NOTICE
+        from intellagent_plugins.providers.demo.model import NOTICE, partial_notice
 
-        return NOTICE
+        return partial_notice(played, others) if others else NOTICE
     return None
 
 

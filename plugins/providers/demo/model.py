@@ -28,6 +28,13 @@ NOTICE = ("Demo run: every answer (policies, scenarios, the simulated user, the 
           "judge) was scripted by mock/demo, offline; no model was called. Use a real model for real results.")
 
 
+def partial_notice(played: list[str], others: list[str]) -> str:
+    """The notice of a run where only the roles ``played`` were mock/demo's."""
+    return (f"Partly a demo run: the answers of {', '.join(played)} were scripted by mock/demo, offline; "
+            f"only {', '.join(others)} called {'its' if len(others) == 1 else 'their'} model. "
+            "Read the results with that in mind; use real models for real results.")
+
+
 def _text(request: ChatRequest) -> str:
     return "\n\n".join(m.get("content") or "" for m in request.messages if m.get("role") != "system")
 

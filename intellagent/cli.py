@@ -662,7 +662,7 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     if over:
         made = sum(s.over_context.get(DEGRADED, 0) for s in report.steps)
         click.echo(f"  {sum(over.values())} item(s) could not finish{' or were made degraded' if made else ''} at "
-                   "a prompt longer than its model's context (" + ", ".join(f"{n} {step} item(s)" for step, n in over.items())
+                   "a prompt longer than its model's context (" + ", ".join(f"{step} {n}" for step, n in over.items())
                    + "; see the report): running again fails the same way; a model with a longer "
                      "context, or shorter prompts (fewer turns: a smaller max_turns where a step has "
                      "one), can fix them")

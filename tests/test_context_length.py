@@ -31,7 +31,7 @@ def test_a_prompt_over_the_models_context_is_not_advised_a_rerun(runner, tmp_pat
     assert report["metrics"]["success"]["values"]["n"] == 0  # no agent failure counted
     assert "run the same command again" not in result.stdout and "a re-run can fix" not in result.stdout
     line = next(x for x in result.stdout.splitlines() if "context" in x)
-    assert "2 dialogs item(s)" in line and "prompt longer than its model's context" in line, line
+    assert "(dialogs 2;" in line and "prompt longer than its model's context" in line, line
     assert "a model with a longer context" in line and "max_turns" in line, line
 
 
@@ -87,7 +87,7 @@ def test_a_tooltalk_replay_over_the_agents_context_is_not_advised_a_rerun(runner
     replays = next(s for s in report["steps"] if s["name"] == "replays")
     assert replays["statuses"] == {"infra-error": 2} and replays["over_context"] == {"infra-error": 2}, replays
     assert "a re-run can fix" not in result.stdout, result.stdout
-    assert "2 replays item(s)" in result.stdout, result.stdout
+    assert "(replays 2;" in result.stdout, result.stdout
 
 
 def test_a_graph_degraded_at_a_prompt_over_the_context_is_not_advised_a_rerun(runner, tmp_path, monkeypatch):
@@ -105,4 +105,4 @@ def test_a_graph_degraded_at_a_prompt_over_the_context_is_not_advised_a_rerun(ru
     assert result.exit_code == 3, result.output  # the graph is not whole, as with any degraded item
     assert "make them whole" not in result.stdout and "a re-run can fix" not in result.stdout, result.stdout
     line = next(x for x in result.stdout.splitlines() if "longer than its model's context" in x)
-    assert "1 graph item(s)" in line and "made degraded" in line and "a model with a longer context" in line, line
+    assert "(graph 1;" in line and "made degraded" in line and "a model with a longer context" in line, line

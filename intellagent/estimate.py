@@ -127,20 +127,7 @@ class Reuse:
 
     def item_estimate(self, step: str) -> ItemEstimate | None:
         """The mean of the :attr:`items` of ``step`` (tokens weighted by calls), None without any."""
-        known = self.items.get(step)
-        if not known:
-            return None
-        roles: dict[str, RoleLoad] = {}
-        for role in {r for e in known for r in e.roles}:
-            loads = [e.roles[role] for e in known if role in e.roles]
-            calls = sum(x.calls for x in loads)
-            roles[role] = RoleLoad(calls=calls / len(known),
-                                   prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls if calls else 0.0,
-                                   completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls
-                                   if calls else 0.0)
-        outputs = [e.outputs for e in known if e.outputs is not None]
-        return ItemEstimate(roles=roles, outputs=sum(outputs) / len(outputs) if outputs else None,
-                            sequential=sum(e.sequential for e in known) / len(known))
+        return ItemEstimate.mean(self.items.get(step, []))
 
 
 class _Quiet:

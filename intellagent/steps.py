@@ -106,6 +106,24 @@ class ItemEstimate(BaseModel):
     outputs: float | None = None
     sequential: float = 0.0
 
+    @classmethod
+    def mean(cls, estimates: list["ItemEstimate"]) -> "ItemEstimate | None":
+        """What one of ``estimates``' items costs on average (tokens per call weighted by the
+        calls), None without any."""
+        if not estimates:
+            return None
+        roles: dict[str, RoleLoad] = {}
+        for role in {r for e in estimates for r in e.roles}:
+            loads = [e.roles[role] for e in estimates if role in e.roles]
+            calls = sum(x.calls for x in loads)
+            roles[role] = RoleLoad(calls=calls / len(estimates),
+                                   prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls if calls else 0.0,
+                                   completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls
+                                   if calls else 0.0)
+        outputs = [e.outputs for e in estimates if e.outputs is not None]
+        return cls(roles=roles, outputs=sum(outputs) / len(outputs) if outputs else None,
+                   sequential=sum(e.sequential for e in estimates) / len(estimates))
+
 
 class Score(BaseModel):
     """One judgement of an item, for metric plugins to reduce.

@@ -150,20 +150,18 @@ class ReplayConversation(Simulator):
             tool_meta(env)
         except IntellagentError:
             return None
-        loads = [self._agent_load(env, c) for c in conversations]
-        calls = sum(x.calls for x in loads)
-        if not calls:
-            return None
-        agent = RoleLoad(calls=calls / len(loads), prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls,
-                         completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls)
-        return ItemEstimate(roles={"agent": agent}, sequential=agent.calls)
+        mean = ItemEstimate.mean([self._replay_estimate(env, c) for c in conversations])
+        return mean if mean is not None and mean.roles["agent"].calls else None
 
     def estimate_item(self, env: Any, conversation: Conversation) -> ItemEstimate | None:  # type: ignore[override]
         """The replay of ``conversation`` (the sets, names and limit the run picks, or a folder's)."""
         try:
-            load = self._agent_load(env, conversation)
+            return self._replay_estimate(env, conversation)
         except IntellagentError:  # another environment: the step's default
             return None
+
+    def _replay_estimate(self, env: Any, conversation: Conversation) -> ItemEstimate:
+        load = self._agent_load(env, conversation)
         return ItemEstimate(roles={"agent": load}, sequential=load.calls)
 
     def _agent_load(self, env: Any, conversation: Conversation) -> RoleLoad:

@@ -72,6 +72,12 @@ class ModelSettings(StrictModel):
     api_key: str | None = Field(default=None, description="Refused: name an environment variable "
                                                           "with api_key_env instead.")
 
+    @property
+    def provider_name(self) -> str:
+        """The provider plugin that serves it: ``provider``, else mock for ``mock/`` models and
+        openai for the rest."""
+        return self.provider or ("mock" if self.model.startswith("mock/") else "openai")
+
     @field_validator("model")
     @classmethod
     def _named(cls, value: str) -> str:

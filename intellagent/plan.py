@@ -212,7 +212,7 @@ class Plan:
         llm = self.spec.llm
         for role in self.roles_used(steps):
             settings = llm.for_role(role)
-            name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+            name = settings.provider_name
             try:
                 registry.resolve("llm-provider", name).value(settings, seed=self.spec.seed)
             except IntellagentError as exc:
@@ -691,7 +691,7 @@ def _check_models(plan: Plan, checker: _Checker, registry: Registry) -> None:
         settings = llm.roles[loc[2]] if len(loc) == 3 else llm.default
         if settings.model in checker.supplied:
             continue
-        name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+        name = settings.provider_name
         try:
             factory = registry.resolve("llm-provider", name).value
         except IntellagentError as exc:

@@ -128,7 +128,7 @@ class LLM:
         models: dict[tuple[str, str], tuple[Any, Any, list[str]]] = {}  # (provider, model) → factory, settings, roles
         for role in roles:
             settings = self.settings_for(role)
-            name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+            name = settings.provider_name
             try:
                 factory = self.registry.resolve("llm-provider", name).value
             except Exception:  # an unknown provider is refused elsewhere, with its own message
@@ -155,7 +155,7 @@ class LLM:
             return self._providers[settings.model]
         # the provider's own HTTP requests are cut at the role's limit, the same one we apply
         settings = settings.model_copy(update={"timeout": self.timeout_for(role)[0]})
-        name = settings.provider or ("mock" if settings.model.startswith("mock/") else "openai")
+        name = settings.provider_name
         key = json.dumps([name, settings.model_dump()], sort_keys=True, default=str)
         if key not in self._providers:
             if self.registry is None:

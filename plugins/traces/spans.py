@@ -165,7 +165,7 @@ class RunTrace:
 
     def model_call(self, step: Any, item: str | None, call: Any) -> None:
         settings = self.run.llm.settings_for(call.role)
-        provider = settings.provider or ("mock" if call.model.startswith("mock/") else "openai")
+        provider = settings.provider_name
         span = self.tracer.start_span(
             f"chat {call.model}", context=self._within(step, item), kind=SpanKind.CLIENT,
             start_time=_ns(call.started),

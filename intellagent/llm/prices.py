@@ -50,15 +50,12 @@ class ModelPrice:
     def cost(self, usage: Usage) -> float:
         cached = min(usage.cached_tokens, usage.prompt_tokens)
         fresh = usage.prompt_tokens - cached
-        if self.tiers is None:
-            rate = self.input if self.cached_input is None else self.cached_input
-            return (fresh * self.input + cached * rate + usage.completion_tokens * self.output) / 1e6
         inp, out, rate = self.rates(usage.prompt_tokens)
         return (fresh * inp + cached * rate + usage.completion_tokens * out) / 1e6
 
     def worst(self, prompt_tokens: int, completion_tokens: int) -> float:
         """The most a request of that size can cost (no prompt token cached)."""
-        inp, out, _ = self.rates(prompt_tokens) if self.tiers is not None else (self.input, self.output, 0)
+        inp, out, _ = self.rates(prompt_tokens)
         return (prompt_tokens * inp + completion_tokens * out) / 1e6
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import importlib
 import inspect
 import sys
@@ -80,6 +81,25 @@ def timed(target: str, totals: dict[str, list[float]]) -> None:
                 found[key] = wrapper
 
 
+class Collections:
+    """CPU spent in the garbage collector while counting, by generation (a collection runs
+    inside whatever function allocated the object that set it off, so it is also in that
+    function's figure)."""
+
+    def __init__(self) -> None:
+        self.cpu, self.runs, self.counting, self._started = [0.0] * 3, [0] * 3, False, 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if not self.counting:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.cpu[info["generation"]] += time.thread_time() - self._started
+            self.runs[info["generation"]] += 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200)
@@ -93,16 +113,20 @@ def main() -> None:
     with server_process(latency=0.3, list_items=5, port=0) as server, tempfile.TemporaryDirectory() as tmp:
         store = Store.for_workspace(tmp)
         plan = plan_for(registry, server.base_url, args.events, 32)
-        cpu = time.process_time()
+        collections = Collections()
+        collections.counting, cpu = True, time.process_time()
         result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
                                       progress_stream=open("/dev/null", "w")))
-        cpu = time.process_time() - cpu
+        cpu, collections.counting = time.process_time() - cpu, False
         calls = sum(1 for c in store.calls(result.run_id) if not c.cached)
     print(f"airline, {args.events} events: process CPU {cpu:.2f} s over {calls} model calls "
           f"({cpu / calls * 1000:.2f} ms a call)")
     print(f"{'CPU':>8} {'share':>6} {'calls':>7} {'per call':>10}  function")
     for target, (seconds, n) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
         print(f"{seconds:7.3f}s {seconds / cpu:6.1%} {n:7d} {seconds / max(n, 1) * 1e6:8.0f}µs  {target}")
+    for generation, (seconds, n) in enumerate(zip(collections.cpu, collections.runs)):
+        print(f"{seconds:7.3f}s {seconds / cpu:6.1%} {n:7d} {seconds / max(n, 1) * 1e6:8.0f}µs  "
+              f"garbage collection, generation {generation}")
 
 
 if __name__ == "__main__":

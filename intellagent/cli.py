@@ -540,12 +540,13 @@ class RunInputs:
         return load_plan(self.options["pipeline"], self.registry, overrides=self.overrides,
                          params=self.params)
 
-    def check(self, plan: Any, until: str | None = None) -> None:
+    def check(self, plan: Any, until: str | None = None, *, credentials: bool = True) -> dict[str, list[str]]:
         """Refuse, before the store is made, what the steps (up to ``until``) cannot run with:
-        the environment's tools and tables, the models' providers."""
+        the environment's tools and tables, the models' providers. ``credentials=False``: a
+        missing API key (or a real model while offline) is returned, not refused."""
         steps = plan.upstream(until) if until else None
         plan.check_environment(self.env, steps)
-        plan.check_providers(self.registry, steps)
+        return plan.check_providers(self.registry, steps, credentials=credentials)
 
     def _gates(self, plan: Any) -> list[Any]:
         from intellagent.gates import fail_under as fail_under_gate
@@ -605,10 +606,13 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
         raise IntellagentError(f"no step named '{until}' (steps: {', '.join(inputs.plan_steps)})",
                                item="--until")
     plan = inputs.plan()
-    inputs.check(plan, until)  # before the store is made
-    if estimate:
+    missing = inputs.check(plan, until, credentials=not estimate)  # before the store is made
+    if estimate:  # calls no model: needs no key, but says what the run will need
         _print_estimate(plan, inputs.env, inputs.workspace, options["store_url"], until,
                         cache=not options["no_cache"])
+        for message, roles in missing.items():
+            click.echo(f"  the run itself would stop: {message} (role{'s' if len(roles) > 1 else ''} "
+                       f"{', '.join(roles)})")
         return
     result = inputs.run(plan, until=until)
     report = result.report

@@ -205,19 +205,33 @@ class Plan:
             roles |= set(getattr(self.agent.value, "roles", {}) or {})
         return sorted(roles)
 
-    def check_providers(self, registry: Registry, steps: list[str] | None = None) -> None:
+    def check_providers(self, registry: Registry, steps: list[str] | None = None, *,
+                        credentials: bool = True) -> dict[str, list[str]]:
         """Build the provider of every model role ``steps`` (all by default) use, so that what
         only this machine can say (a missing API key, a real model while offline) stops the run
-        before it starts, naming the role, not at the role's first call."""
+        before it starts, naming the role, not at the role's first call. ``credentials=False``
+        (an estimate, which calls no model): those two are returned instead of raised, each
+        message with the roles it stops; a provider that cannot be built for any other reason
+        still stops it."""
+        from intellagent.llm.errors import RealModelForbidden
+
         llm = self.spec.llm
+        missing: dict[str, list[str]] = {}
         for role in self.roles_used(steps):
             settings = llm.for_role(role)
             name = settings.provider_name
             try:
                 registry.resolve("llm-provider", name).value(settings, seed=self.spec.seed)
+            except RealModelForbidden as exc:
+                if credentials:
+                    raise self.error(self._model_loc(role), f"role {role}: {exc.message}") from None
+                missing.setdefault(exc.message, []).append(role)
             except IntellagentError as exc:
-                loc = ("llm", "roles", role, "model") if role in llm.roles else ("llm", "default", "model")
-                raise self.error(loc, f"role {role}: {exc.message}") from None
+                raise self.error(self._model_loc(role), f"role {role}: {exc.message}") from None
+        return missing
+
+    def _model_loc(self, role: str) -> tuple[str, ...]:
+        return ("llm", "roles", role, "model") if role in self.spec.llm.roles else ("llm", "default", "model")
 
     def upstream(self, step: str) -> list[str]:
         """``step`` and every step it depends on, in execution order."""

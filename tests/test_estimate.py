@@ -420,3 +420,34 @@ def test_after_a_run_the_calls_get_a_range_from_how_much_its_items_varied_and_th
     wider = int(likely[3])
     again = LIKELY.search(estimate(runner, ws, *demo, events=60)["output"])
     assert again and "30 dialogs" in again[4] and int(again[3]) < wider
+
+
+def test_the_estimate_needs_no_api_key_and_names_the_one_the_run_will_need(runner, tmp_path, monkeypatch):
+    """An estimate calls no model, so a real model while offline or a missing key does not stop
+    it, as they stopped `--estimate` before; it says under the table which roles the run itself
+    would refuse, and the run still refuses them (exit 2)."""
+    ws = tmp_path / "ws"
+    model = "--set", "llm.roles.user={model: gpt-4o-mini, api_key_env: NO_SUCH_KEY_FOR_TESTS}"
+
+    def stops(output: str) -> list[str]:
+        return [line for line in output.splitlines() if "the run itself would stop" in line]
+
+    found = estimate(runner, ws, *model)  # tests run with INTELLAGENT_OFFLINE set
+    assert found["steps"]["dialogs"]["calls"] > 0
+    assert stops(found["output"]) == ["  the run itself would stop: model 'gpt-4o-mini' at the OpenAI API "
+                                      "is not local and INTELLAGENT_OFFLINE is set (tests may only use "
+                                      "mock/... models or 127.0.0.1) (role user)"]
+    # no key (nothing can reach the network: the run is refused before its first call)
+    monkeypatch.delenv("INTELLAGENT_OFFLINE")
+    monkeypatch.delenv("NO_SUCH_KEY_FOR_TESTS", raising=False)
+    found = estimate(runner, ws, *model, "--set", "llm.roles.critic={model: gpt-4o, api_key_env: NO_SUCH_KEY_FOR_TESTS}")
+    assert stops(found["output"]) == [  # the roles in order, each message once
+        "  the run itself would stop: no API key for model 'gpt-4o': set NO_SUCH_KEY_FOR_TESTS (role critic)",
+        "  the run itself would stop: no API key for model 'gpt-4o-mini': set NO_SUCH_KEY_FOR_TESTS (role user)"]
+    refused = runner.invoke(cli, ["run", "airline", "--events", "2", "--workspace", str(ws), *model])
+    assert refused.exit_code == 2 and "no API key" in refused.output and "NO_SUCH_KEY_FOR_TESTS" in refused.output
+    assert not ws.exists()
+    # a provider that cannot be made for another reason still stops the estimate
+    bad = runner.invoke(cli, ["run", "airline", "--events", "2", "--workspace", str(ws), "--estimate",
+                              "--set", "llm.roles.user={model: gpt-4o-mini, provider: no-such-provider}"])
+    assert bad.exit_code == 2 and "no-such-provider" in bad.output

@@ -339,3 +339,24 @@ def test_an_a2a_dialog_keeps_its_context_and_each_turn_has_its_own_calls(shop):
     roles = [m["role"] for m in session.messages]
     assert roles == ["system", "user", "assistant", "tool", "tool", "assistant",
                      "user", "assistant", "tool", "tool", "assistant"]
+
+
+@pytest.mark.parametrize("status,infra", [(500, False), (501, False), (502, True), (503, True),
+                                          (504, True), (429, True), (401, False)])
+def test_an_a2a_agent_crashing_is_its_error_and_a_gateway_fault_is_infra(status, infra):
+    import httpx
+    from a2a.client import A2AClientError
+
+    from intellagent_plugins.agents.a2a_agent import _unreachable
+
+    request = httpx.Request("POST", "http://127.0.0.1:1/")
+    response = httpx.Response(status, request=request, text="Traceback (most recent call last): ...")
+    try:
+        try:
+            response.raise_for_status()
+        except httpx.HTTPStatusError as cause:
+            raise A2AClientError(f"HTTP Error {status}") from cause
+    except A2AClientError as exc:
+        found = _unreachable(exc)
+    assert (found is not None) == infra
+    assert found is None or found.cause == f"HTTP {status}"

@@ -360,6 +360,40 @@ def test_an_agent_that_goes_away_mid_run_leaves_infra_errors_counted_by_cause(ru
     assert statuses == {"infra-error"}  # retried by the next run, never counted against the agent
 
 
+@pytest.mark.parametrize("status,outcome,exit_code", [
+    (500, "agent-error", 0),  # the agent's code crashed: its failure, not the network's
+    (502, "infra-error", 3), (503, "infra-error", 3), (504, "infra-error", 3),  # a gateway, an overload
+    (429, "infra-error", 3),  # the endpoint's rate limit: asked again by the next run
+])
+def test_an_http_agent_crash_is_its_failure_and_a_gateway_fault_is_infra(runner, tmp_path, status, outcome, exit_code):
+    endpoint = Endpoint("hi")
+    original = endpoint.server.RequestHandlerClass.do_POST
+
+    def answers_then_fails(handler):  # answers the pre-flight, then every dialog turn fails
+        if endpoint.requests:
+            handler.rfile.read(int(handler.headers["Content-Length"]))
+            body = b"Traceback (most recent call last):\nZeroDivisionError: division by zero"
+            handler.send_response(status)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            return
+        original(handler)
+
+    endpoint.server.RequestHandlerClass.do_POST = answers_then_fails
+    try:
+        result = run(runner, tmp_path, *http_agent(endpoint.url, retries=0))
+    finally:
+        endpoint.close()
+    assert result.exit_code == exit_code, result.output
+    dialogs = [i for i in report(tmp_path)["items"] if i["step"] == "dialogs"]
+    assert {i["status"] for i in dialogs} == {"infra-error" if outcome == "infra-error" else "ok"}
+    assert all(f"HTTP {status}" in i["value"]["error"] for i in dialogs)
+    verdicts = {i["status"] for i in report(tmp_path)["items"] if i["step"] == "verdicts"}
+    assert verdicts == ({"agent-error"} if outcome == "agent-error" else set())
+    assert ("could not reach the agent" in result.stdout) == (outcome == "infra-error")
+
+
 class ExplodingAgent(Agent):
     """A third party's agent plugin with a bug."""
 

@@ -25,8 +25,8 @@ from pydantic import Field, field_validator
 from intellagent.agent import Agent, AgentSetup, AgentTurn, AgentUnavailable
 from intellagent.model import HttpURL, StrictModel
 from intellagent.redaction import Redactor
-from intellagent_plugins.agents.agents import (FromEnv, Unreachable, header_redactor, header_values,
-                                               no_literal_secrets, start_tool_server)
+from intellagent_plugins.agents.agents import (ENDPOINT_FAULTS, FromEnv, Unreachable, header_redactor,
+                                               header_values, no_literal_secrets, start_tool_server)
 from intellagent_plugins.agents.tool_endpoint import ServesTools, ToolServer, mcp_missing
 
 MCP_KEY = "intellagent/mcp"
@@ -48,7 +48,8 @@ class A2AConfig(StrictModel):
     timeout: float = Field(default=120.0, gt=0, le=3600, description="Seconds per message (the "
                            "agent's own tool calls included).")
     retries: int = Field(default=2, ge=0, le=10, description="Retries of a message that could "
-                         "not reach the agent (refused, timeout, 5xx), with back-off.")
+                         "not reach the agent (refused, timeout, HTTP 408, 429, 502, 503, 504), with "
+                         "back-off.")
     headers: dict[str, str | FromEnv] = Field(default_factory=dict, description="Request headers; "
                                               "a secret comes from an environment variable: "
                                               "{Authorization: {env: AGENT_TOKEN}}.")
@@ -86,7 +87,7 @@ def _unreachable(exc: BaseException) -> Unreachable | None:
         return Unreachable("connection refused", str(cause))
     if isinstance(cause, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
         return Unreachable("connection lost", str(cause))
-    if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code >= 500:
+    if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code in ENDPOINT_FAULTS:
         return Unreachable(f"HTTP {cause.response.status_code}", str(cause))
     return None
 

@@ -144,7 +144,8 @@ class HttpConfig(StrictModel):
     url: HttpURL = Field(description="The endpoint IntellAgent POSTs each turn to.")
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds per request.")
     retries: int = Field(default=2, ge=0, le=10, description="Retries of a request that could not "
-                         "reach the agent (refused, DNS, timeout, 5xx), with back-off.")
+                         "reach the agent (refused, DNS, timeout, HTTP 408, 429, 502, 503, 504), with "
+                         "back-off.")
     headers: dict[str, str | FromEnv] = Field(default_factory=dict, description="Request headers; "
                                               "a secret comes from an environment variable: "
                                               "{Authorization: {env: AGENT_TOKEN}}.")
@@ -167,7 +168,14 @@ class HttpConfig(StrictModel):
 
 
 class Declined(ValueError):
-    """The endpoint answered with a client error (4xx): a refused token, a wrong path."""
+    """The endpoint answered with an error of the agent's own: a refused token, a wrong path (4xx),
+    or its code crashing (500)."""
+
+
+#: HTTP statuses that say the agent was not reached or could not be served (a request timeout,
+#: a rate limit, a gateway or proxy failing, an overload), not that it answered: an infra error,
+#: retried. Any other error status (a 500 with the agent's traceback, a 4xx) is its own answer.
+ENDPOINT_FAULTS = frozenset({408, 429, 502, 503, 504})
 
 
 class Unreachable(Exception):
@@ -211,7 +219,7 @@ class HttpShared:
             try:
                 async with self.client().post(url, json=body) as response:
                     text = await response.text()
-                    if response.status >= 500:
+                    if response.status in ENDPOINT_FAULTS:
                         raise Unreachable(f"HTTP {response.status}", self.redact(text[:200]))
                     if response.status >= 400:
                         raise Declined(f"the agent answered HTTP {response.status}: {self.redact(text[:300])}")
@@ -298,6 +306,8 @@ class HttpAgent(ServesTools, Agent):
         except Unreachable as exc:
             return AgentTurn(error=f"agent unreachable ({exc.cause}): {shared.redact(str(exc))} "
                                    f"[{self.config.url}]", infra=True)
+        except Declined as exc:
+            return AgentTurn(error=str(exc))
         except (KeyError, TypeError, ValueError) as exc:
             return AgentTurn(error=f"the agent's answer is not a turn: {shared.redact(str(exc))}")
 

@@ -819,8 +819,10 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
         click.echo("what differs in what was tested (A → B):")
         for line in result.differences:
             click.echo(f"  {line}")
-    else:
+    elif not result.unknown:
         click.echo("what was tested is the same in both runs")
+    for line in result.unknown:
+        click.echo(line)
     click.echo("reused from A: " + ", ".join(f"{s} {same}/{n}" for s, (same, n) in result.shared.items()))
     click.echo(f"outcome changed for {len(result.changes)} item(s)"
                + (": " + ", ".join(f"{v}× {k}" for k, v in result.transitions.items()) if result.changes else ""))

@@ -84,6 +84,8 @@ class Comparison(BaseModel):
     b: RunInfo
     differences: list[str] = Field(default_factory=list, description="What differs in what the "
                                    "two runs tested (their provenance), one line each.")
+    unknown: list[str] = Field(default_factory=list, description="What the runs' provenance "
+                               "cannot tell apart (a black-box agent), one line each.")
     shared: dict[str, tuple[int, int]] = Field(default_factory=dict, description="Per step: items "
                                                "identical in both runs (reused), items in both.")
     changes: list[ItemChange] = Field(default_factory=list)
@@ -143,6 +145,7 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
     pa, pb = report_a.info.provenance, report_b.info.provenance
     differences = pa.differences(pb) if pa is not None and pb is not None else \
         ["what was tested is not recorded for the older of the two runs"] if pa is not pb else []
+    unknown = pa.unknown(pb) if pa is not None and pb is not None else []
     shared: dict[str, tuple[int, int]] = {}
     for step in data_b.plan.steps:
         if step not in data_a.plan.steps:
@@ -181,5 +184,6 @@ def compare(a: tuple[RunReport, Any], b: tuple[RunReport, Any]) -> Comparison:
             replayed.append(ReplayedItem(item=item.item, departed=None if score.value is None else int(score.value),
                                          why=score.note, a=final_a.get(item.item, ""),
                                          b=final_b.get(item.item, "")))
-    return Comparison(a=report_a.info, b=report_b.info, differences=differences, shared=shared, changes=changes,
-                      transitions=dict(transitions.most_common()), deltas=deltas, replayed=replayed)
+    return Comparison(a=report_a.info, b=report_b.info, differences=differences, unknown=unknown,
+                      shared=shared, changes=changes, transitions=dict(transitions.most_common()),
+                      deltas=deltas, replayed=replayed)

@@ -71,6 +71,15 @@ class Provenance(BaseModel):
                 out.append(f"{key.replace('_', ' ')}: {_brief(a[key])} → {_brief(b[key])}")
         return out
 
+    def unknown(self, other: "Provenance") -> list[str]:
+        """What neither run can tell about what it tested, so that the same record is never read
+        as the same agent: a black box (no version) may have changed between the runs."""
+        a, b = self.agent, other.agent
+        if a is not None and b is not None and a.identity is None and b.identity is None:
+            return ["the agent under test is a black box (no version) in both runs: whether it "
+                    "changed between them is not known"]
+        return []
+
 
 def safe_url(url: str | None) -> str | None:
     """``url`` without a password in it."""

@@ -556,6 +556,32 @@ def test_compare_lists_what_differs_and_refuses_two_pipelines(runner, tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
+def test_compare_of_two_black_box_runs_never_says_the_agent_was_the_same(runner, tmp_path):
+    endpoint = Endpoint("the old reply")
+    try:
+        assert run(runner, tmp_path, *http_agent(endpoint.url)).exit_code == 0
+        first = report(tmp_path)["info"]["run_id"]
+        endpoint.reply = "the new reply"  # the agent changed behind the same URL, no version given
+        assert run(runner, tmp_path, *http_agent(endpoint.url)).exit_code == 0
+        versioned = run(runner, tmp_path, *http_agent(endpoint.url, version="v2"))
+        assert versioned.exit_code == 0, versioned.output
+    finally:
+        endpoint.close()
+    runs = [json.loads(p.read_text())["info"]["run_id"] for p in
+            sorted(tmp_path.glob("runs/*/report.json"), key=lambda p: p.stat().st_mtime)]
+    compared = runner.invoke(cli, ["compare", first, runs[1], "--workspace", str(tmp_path)])
+    assert compared.exit_code == 0, compared.output
+    assert "what was tested is the same in both runs" not in compared.stdout
+    assert "a black box (no version) in both runs: whether it changed between them is not known" \
+        in compared.stdout
+    page = next(tmp_path.glob(f"runs/compare-{first}-{runs[1]}.html")).read_text()
+    assert "whether it changed between them is not known" in page and "Nothing: the same" not in page
+    # a version on one side is a difference, said as one
+    against = runner.invoke(cli, ["compare", runs[1], runs[2], "--workspace", str(tmp_path)])
+    assert against.exit_code == 0, against.output
+    assert "whether it changed" not in against.stdout and "version=v2" in against.stdout
+
+
 # -- a killed run of a black box resumes without replaying its finished dialogs ------------------
 
 def test_a_killed_black_box_run_resumes_without_replaying_finished_dialogs(tmp_path):

@@ -172,8 +172,10 @@ def write_comparison(comparison: Any, folder: Path, runs: Any, views: list[Any])
     parts.append(_rates(comparison))
     parts.append("<section id=tested><h2>What differs in what was tested</h2>"
                  + ("<ul>" + "".join(f"<li>{e(line)}</li>" for line in comparison.differences) + "</ul>"
-                    if comparison.differences else "<p>Nothing: the same environment, data, prompt, "
-                                                   "agent, models, pipeline and seed.</p>")
+                    if comparison.differences else "" if comparison.unknown else
+                    "<p>Nothing: the same environment, data, prompt, agent, models, pipeline and "
+                    "seed.</p>")
+                 + "".join(f"<p>{e(line)}</p>" for line in comparison.unknown)
                  + "</section>")
     parts.append("<section id=shared><h2>Items reused from A</h2><table><tr><th>step</th>"
                  "<th>identical</th><th>in both</th></tr>")

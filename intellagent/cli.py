@@ -651,7 +651,7 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             f"; the next call could cost {refused} (its prompt and output cap, re-asks included), "
             "more than was left" if refused else ""))
     for gate in report.gates:
-        click.echo(f"  {gate.line()}")
+        click.echo(f"  {gate.line(report.finished)}")
     from intellagent.steps import DEGRADED
 
     retried: dict[str, int] = {}  # statuses a re-run can fix
@@ -712,7 +712,7 @@ EXIT_OK, EXIT_GATE, EXIT_BAD_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
 def exit_code(report: Any) -> int:
     """3 when the run could not finish or has degraded items (then its gates say nothing: a
     re-run makes them whole), else 1 when a gate failed."""
-    if report.info.status != "done" or report.unfinished or report.degraded():
+    if not report.finished:
         return EXIT_UNFINISHED
     return EXIT_GATE if any(not g.held for g in report.gates) else EXIT_OK
 

@@ -40,9 +40,10 @@ class GateResult(BaseModel):
     held: bool
     why: str = ""
 
-    def line(self) -> str:
+    def line(self, decided: bool = True) -> str:
+        """The gate, its value and verdict; a run that did not finish decides no gate (exit 3)."""
         shown = "–" if self.value is None else f"{self.value:.4g}"
-        outcome = "held" if self.held else "FAILED"
+        outcome = "undecided (the run did not finish)" if not decided else "held" if self.held else "FAILED"
         return f"gate {self.gate.text()}: {shown} {outcome}" + (f" ({self.why})" if self.why else "")
 
 

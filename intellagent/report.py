@@ -119,6 +119,12 @@ class RunReport(BaseModel):
         """Items that could not finish (an infra error, a budget stop): a re-run retries them."""
         return sum(n for s in self.steps for k, n in s.statuses.items() if k in UNFINISHED)
 
+    @property
+    def finished(self) -> bool:
+        """Whether the run finished whole, so its gates decide (else it exits 3 and a re-run
+        finishes it): done, no item left unfinished, none degraded."""
+        return self.info.status == "done" and not self.unfinished and not self.degraded()
+
     def headlines(self) -> list[str]:
         return [m.headline for m in self.metrics.values() if m.headline]
 

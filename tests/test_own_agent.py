@@ -351,11 +351,19 @@ def test_an_agent_that_goes_away_mid_run_leaves_infra_errors_counted_by_cause(ru
 
     endpoint.server.RequestHandlerClass.do_POST = flaky
     try:
-        result = run(runner, tmp_path, *http_agent(endpoint.url, retries=0))
+        result = run(runner, tmp_path, *http_agent(endpoint.url, retries=0), "--fail-under", "success=0.5",
+                     "--set", "report=[html, json, junit]")
     finally:
         endpoint.server.shutdown()
     assert result.exit_code == 3, result.output  # the run could not finish: not a failing agent
     assert "could not reach the agent" in result.stdout
+    # its gate is not decided (exit 3 says so), in the summary and the reports alike
+    assert "gate success >= 0.5: – undecided (the run did not finish)" in result.stdout, result.stdout
+    assert "FAILED" not in result.stdout
+    folder = next(tmp_path.glob("runs/*/"))
+    assert "undecided" in (folder / "report.html").read_text()
+    assert "FAILED" not in (folder / "report.html").read_text()
+    assert 'value="None undecided"' in (folder / "report.junit.xml").read_text()
     statuses = {i["status"] for i in report(tmp_path)["items"] if i["step"] == "dialogs"}
     assert statuses == {"infra-error"}  # retried by the next run, never counted against the agent
 

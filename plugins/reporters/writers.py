@@ -293,7 +293,8 @@ class HtmlReporter(Reporter):
         cards.append(f"<div class=card id=headline-cost><div class=big>${cost:.4f}</div><div class=what>"
                      f"<a href=#cost>cost</a></div><div class=muted>{calls:,} calls, {tokens:,} tokens{left}</div></div>")
         if report.gates:
-            gates = "".join(f"<li class={'held' if g.held else 'broken'}>{_e(g.line())}</li>" for g in report.gates)
+            gates = "".join(f"<li class={'muted' if not report.finished else 'held' if g.held else 'broken'}>"
+                            f"{_e(g.line(report.finished))}</li>" for g in report.gates)
             gates = f"<div id=gates><b>Gates</b><ul>{gates}</ul></div>"
         else:
             gates = "<p id=gates class=muted>No gates (<code>--fail-under</code> or <code>gates:</code> add them).</p>"

@@ -197,13 +197,21 @@ class GuardedAgent:
     async def _step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         timeout = getattr(self.agent, "turn_timeout", None)
         try:
-            return await asyncio.wait_for(self.agent.step(messages, tools), timeout)
+            return await asyncio.wait_for(self._exits_caught(messages, tools), timeout)
         except IntellagentError:
             raise
         except TimeoutError:
             return AgentTurn(error=f"the agent did not answer within {timeout:g} s")
         except Exception as exc:
             return AgentTurn(error=f"the agent raised {type(exc).__name__}: {exc}")
+
+    async def _exits_caught(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
+        # sys.exit in an agent's code ends its turn, not the run: caught here, inside the task,
+        # since asyncio raises a task's SystemExit out of the event loop itself
+        try:
+            return await self.agent.step(messages, tools)
+        except SystemExit as exc:
+            return AgentTurn(error=f"the agent raised SystemExit: {exc}")
 
 
 class BrokenAgent:

@@ -433,6 +433,25 @@ def test_an_agent_plugin_that_raises_gives_agent_errors_and_the_run_finishes(run
     assert all(cause in i["value"]["error"] for i in dialogs)
 
 
+async def exiting_async_agent(messages, tools):
+    """A Python agent of a team's that gives up by calling sys.exit."""
+    sys.exit("the agent gave up")
+
+
+def exiting_sync_agent(messages, tools):
+    sys.exit("the agent gave up")
+
+
+@pytest.mark.parametrize("callable_", ["tests.test_own_agent:exiting_async_agent",
+                                       "tests.test_own_agent:exiting_sync_agent"])
+def test_a_python_agent_calling_sys_exit_fails_its_dialogs_and_the_run_finishes(runner, tmp_path, callable_):
+    result = run(runner, tmp_path, *python_agent(callable_))
+    assert result.exit_code == 0, result.output  # not 1, which says a gate failed; with a report
+    verdicts = [i for i in report(tmp_path)["items"] if i["step"] == "verdicts"]
+    assert verdicts and {i["status"] for i in verdicts} == {"agent-error"}
+    assert all("the agent gave up" in i["note"] for i in verdicts)
+
+
 # -- 4. isolation ----------------------------------------------------------------------------------
 
 def test_a_sync_agent_runs_off_the_event_loop(runner, tmp_path):

@@ -162,6 +162,35 @@ def test_version_code_reuses_dialogs_of_an_unchanged_package_and_not_of_an_edite
     assert set(replies(report(ws))) == {"v2 answer"}
 
 
+PROMPTED_AGENT = '''
+from pathlib import Path
+
+
+def agent(messages, tools):
+    with open(__import__("os").environ["AGENT_LOG"], "a") as fh:
+        fh.write("call\\n")
+    return (Path(__file__).parent / "prompt.md").read_text()
+'''
+
+
+def test_version_code_re_tests_an_agent_whose_prompt_file_in_its_package_changed(runner, tmp_path, agent_package):
+    package = agent_package / "myagent"
+    (package / "core.py").write_text(PROMPTED_AGENT)
+    (package / "prompt.md").write_text("Answer politely.")
+    log, ws = tmp_path / "agent.log", tmp_path / "ws"
+    agent = python_agent("myagent.core:agent", version="code")
+    assert run(runner, ws, *agent).exit_code == 0
+    made = log.read_text().count("call")
+    assert run(runner, ws, *agent).exit_code == 0 and log.read_text().count("call") == made
+    (package / "__pycache__").mkdir(exist_ok=True)
+    (package / "__pycache__" / "core.cpython-311.pyc").write_bytes(b"recompiled")  # not the agent
+    assert run(runner, ws, *agent).exit_code == 0 and log.read_text().count("call") == made
+    (package / "prompt.md").write_text("Answer rudely.")  # the agent's prompt, not its code, changed
+    edited = run(runner, ws, *agent)
+    assert edited.exit_code == 0 and log.read_text().count("call") > made, "the changed agent was not asked"
+    assert set(replies(report(ws))) == {"Answer rudely."}
+
+
 def test_no_cache_asks_a_versioned_agent_again(runner, tmp_path, agent_package):
     log = tmp_path / "agent.log"
     ws = tmp_path / "ws"

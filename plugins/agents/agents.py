@@ -17,7 +17,7 @@ the harness runs the tool calls and comes back with their results.
 
 HTTP and Python agents are black boxes: their answers may depend on more than what they are sent,
 so their dialogs are reused only within a run and the runs resuming it, unless they declare a
-``version`` (for ``python``, ``version: code`` hashes the source of the callable's package; an
+``version`` (for ``python``, ``version: code`` hashes the files of the callable's package; an
 endpoint may report one in an ``X-Agent-Version`` header or a ``version`` field).
 """
 
@@ -362,22 +362,26 @@ class PythonConfig(StrictModel):
     timeout: float = Field(default=60.0, gt=0, le=3600, description="Seconds one turn may take.")
     version: str | None = Field(default=None, max_length=200, description="The agent's version: its "
                                 "dialogs are then reused for the same version only. `code`: the "
-                                "hash of its package's source, so an edit makes new dialogs.")
+                                "hash of its package's files (code, prompts, data), so an edit "
+                                "makes new dialogs.")
 
 
 def code_version(fn: Any) -> str:
-    """A hash of the source of ``fn``'s top-level package (every .py file under it), or of its
-    module's file when it is not in a package."""
+    """A hash of ``fn``'s top-level package (every file under it: its code and the prompts or data
+    it reads, not Python's bytecode caches nor hidden files), or of its module's file when it is
+    not in a package."""
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     path = Path(inspect.getsourcefile(fn) or "")
     top = (getattr(module, "__package__", "") or "").split(".")[0] if module else ""
-    files = [path]
+    files, root = [path], path.parent
     if top and top in sys.modules and getattr(sys.modules[top], "__file__", None):
         root = Path(sys.modules[top].__file__).parent
-        files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix not in (".pyc", ".pyo")
+                       and not any(part == "__pycache__" or part.startswith(".")
+                                   for part in p.relative_to(root).parts))
     digest = hashlib.sha256()
     for file in files:
-        digest.update(str(file.name).encode())
+        digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -47,11 +47,17 @@ class Redactor:
         """The values of the environment variables ``names`` (those that are set)."""
         return cls(os.environ.get(name, "") for name in set(names))
 
+    def known(self, text: str | None) -> str | None:
+        """``text`` with only the known secret values masked: for prose (an agent's answer),
+        where the patterns of headers and bearer tokens would mask ordinary words."""
+        if not text or self._pattern is None:
+            return text
+        return self._pattern.sub(MASK, text)
+
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
-        if self._pattern is not None:
-            text = self._pattern.sub(MASK, text)
+        text = self.known(text)
         text = _HEADERS.sub(lambda m: f"{m.group(1)}{m.group(2)}"
                                       f"{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
         text = _QUERY.sub(lambda m: f"{m.group(1)}{MASK}", text)

@@ -286,6 +286,22 @@ def test_an_http_agent_gets_its_headers_one_conversation_id_per_dialog_and_one_p
     assert b"s3cret-token-value" not in stored and b"MY_AGENT_TOKEN" in stored
 
 
+def test_an_http_agent_echoing_its_token_in_its_answer_leaves_it_nowhere(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_AGENT_TOKEN", "Bearer s3cret-token-value")
+    endpoint = Endpoint("debug: I was called with Bearer s3cret-token-value; the token expiration is near")
+    try:
+        result = run(runner, tmp_path, *http_agent(endpoint.url), "--set",
+                     "agent.with.headers={Authorization: {env: MY_AGENT_TOKEN}}")
+    finally:
+        endpoint.close()
+    assert result.exit_code == 0, result.output
+    assert set(replies(report(tmp_path))) == {"debug: I was called with [redacted]; the token "
+                                              "expiration is near"}  # prose is left as it was
+    stored = (tmp_path / "intellagent.db").read_bytes() + b"".join(
+        p.read_bytes() for p in tmp_path.glob("**/*") if p.is_file())
+    assert b"s3cret-token-value" not in stored
+
+
 @pytest.mark.parametrize("headers,message", [
     ("{Authorization: literal-token}", "secrets are not accepted in YAML"),
     ("{Authorization: {env: NOT_SET_ANYWHERE}}", "the environment variable NOT_SET_ANYWHERE is not set"),

@@ -165,7 +165,9 @@ class A2AAgent(ServesTools, Agent):
         for attempt in range(self.config.retries + 1):
             try:
                 with self.tools_turn():
-                    return await self._send(shared, text)
+                    turn = await self._send(shared, text)
+                turn.content = shared.redactor.known(turn.content)  # should it echo its headers' secrets
+                return turn
             except (A2AError, ParseError, ValueError) as exc:  # out of reach, or the agent's own error
                 failure = _unreachable(exc)
                 if failure is None:

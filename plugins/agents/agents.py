@@ -207,6 +207,14 @@ class HttpShared:
     def redact(self, text: str) -> str:
         return self.redactor(text) or ""
 
+    def redact_turn(self, turn: AgentTurn) -> AgentTurn:
+        """The agent's answer without the secrets of its headers, should it echo them (a debug
+        reply): its transcript is stored, reported and shown to the judges."""
+        turn.content = self.redactor.known(turn.content)
+        for call in turn.tool_calls:
+            call.arguments = self.redactor.known(call.arguments) or call.arguments
+        return turn
+
     async def close(self) -> None:
         if self.session is not None:
             await self.session.close()
@@ -302,7 +310,7 @@ class HttpAgent(ServesTools, Agent):
         try:
             with self.tools_turn():
                 data, _ = await shared.post(body)
-            return turn_from(data)
+            return shared.redact_turn(turn_from(data))
         except Unreachable as exc:
             return AgentTurn(error=f"agent unreachable ({exc.cause}): {shared.redact(str(exc))} "
                                    f"[{self.config.url}]", infra=True)

@@ -457,7 +457,7 @@ RUN_OPTIONS = [
                  help="Seed data folder to use instead of the environment's own."),
     click.option("--prompt", "prompt_file", type=click.Path(path_type=Path), default=None,
                  help="The agent's prompt file to use instead of the environment's own."),
-    click.option("--budget", type=float, default=None, help="Stop launching model calls past $."),
+    click.option("--budget", type=float, default=None, help="Dollars the run may spend: a call goes only if its worst case fits in what is left (0: only free calls)."),
     click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses."),
     STORE_OPTION,
     click.option("--executor", default=None, help="How items are spread: local (default), processes "

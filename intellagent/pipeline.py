@@ -143,8 +143,10 @@ class LLMSettings(StrictModel):
                            "model's own timeout wins); the HTTP request is cut after it.")
     deadline: float = Field(default=300.0, gt=0, le=86_400, description="Seconds one call may take "
                             "with all its retries and back-off; a request in flight then is cut.")
-    budget_usd: float | None = Field(default=None, ge=0, le=1_000_000, description="Stop launching "
-                                     "calls when this much is spent.")
+    budget_usd: float | None = Field(default=None, ge=0, le=1_000_000, description="Dollars the run "
+                                     "may spend: a call is launched only if its worst case (prompt "
+                                     "and output cap at the model's price) fits in what is left; 0 "
+                                     "lets only free calls (mock and local models) go.")
     budget_tokens: int | None = Field(default=None, ge=0, le=1_000_000_000_000)
     cache: bool = True
     prices: dict[str, Price] = Field(default_factory=dict, description="Prices by model name (its "

@@ -512,6 +512,18 @@ def test_budget_stops_new_calls_and_says_so():
     assert len(llm.store.calls()) == len(made)  # skipped calls never reached a model
 
 
+def test_a_budget_of_nothing_lets_free_calls_go_and_refuses_a_priced_one():
+    """$0 is a budget that spends nothing: a free model's calls are all made (it stopped the
+    run before its first item), a priced one's first call is refused and nothing is spent."""
+    free = LLM(LLMSettings(budget_usd=0.0))
+    outcomes = [run(free.structured([{"role": "user", "content": f"item {i}"}], Policies)) for i in range(5)]
+    assert all(o.ok for o in outcomes) and free.spent_usd == 0 and not free.budget_exhausted
+    priced = LLM(LLMSettings(budget_usd=0.0, prices={"mock/schema": Price(input=20.0, output=20.0)}))
+    outcome = run(priced.structured([{"role": "user", "content": "item 0"}], Policies))
+    assert outcome.status is Status.budget_exhausted and priced.spent_usd == 0 and priced.budget_exhausted
+    assert priced.store.calls() == []
+
+
 def test_a_budget_too_small_for_a_call_says_what_that_call_could_cost():
     """The first call refused names its worst case, the least the budget had to leave for it;
     none made, nothing spent."""

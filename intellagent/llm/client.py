@@ -296,10 +296,11 @@ class LLM:
     @property
     def budget_exhausted(self) -> bool:
         """A call was refused because the budget could not pay for its worst case (or it is
-        spent): no further call is launched."""
+        spent): no further call is launched. A dollar budget is spent only past it: a budget of
+        $0 lets free calls (mock and local models) go and refuses the first one with a price."""
         s = self.settings
         return (self.skipped_for_budget > 0
-                or (s.budget_usd is not None and self.spent_usd >= s.budget_usd)
+                or (s.budget_usd is not None and self.spent_usd > s.budget_usd)
                 or (s.budget_tokens is not None and self.spent_tokens >= s.budget_tokens)
                 or self._shared_refusal() is not None)
 

@@ -146,6 +146,8 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
     class keeps the base's prepare, or declares ``prepares_offline``): otherwise its identity is
     unknown and the items that talk to it count as new."""
     from intellagent.agent import Agent, AgentSetup
+    from intellagent.context import StepLLM
+    from intellagent.errors import IntellagentError
     from intellagent.executors import LocalConfig, LocalExecutor
     from intellagent.hashing import content_hash
     from intellagent.items import ItemMaker, typed
@@ -181,18 +183,34 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
             value = adapter(annotation_of(step.output)).validate_json(row.payload) \
                 if step.name in needed else None
             return Held(value, row.value_hash, row.status, row.halt)
+        guess = step.plugin.estimate_item(env, **inputs) if step.name in itemwise else None
         if step.name not in free:
-            if step.name in itemwise:  # its inputs known: what this very item costs
-                guess = step.plugin.estimate_item(env, **inputs)
-                if guess is not None:
-                    found.items.setdefault(step.name, []).append(guess)
-            return _to_make(step, key)
-        # a step that calls no model costs nothing: computed, as the run will
-        found.new[step.name] += 1
+            if guess is not None:  # its inputs known: what this very item costs
+                found.items.setdefault(step.name, []).append(guess)
+            # an item the step says asks no model (its inputs carry what it would ask for, say
+            # given procedures) is computed, as a sampler's is, so the lists it makes are counted
+            if guess is None or step.uses_agent or any(load.calls for load in guess.roles.values()):
+                return _to_make(step, key)
+            held = await compute(step, scope, key, inputs, hashes, roles={})
+            return held if held is not None else _to_make(step, key)
+        return await compute(step, scope, key, inputs, hashes, roles=step.roles)
+
+    async def compute(step: Any, scope: Any, key: str, inputs: dict[str, Any], hashes: list,
+                      roles: dict[str, str]) -> Held | None:
+        """The item made as the run makes it, with only ``roles`` to call (a step that calls no
+        model costs nothing); None when it asked for a model all the same."""
         ctx = maker.context(step, scope, key, content_hash(hashes) if hashes else None)
-        result = step.plugin.run(ctx, **inputs)
-        if inspect.isawaitable(result):
-            result = await result
+        if roles != step.roles:  # a call raises instead of reaching a model
+            ctx = replace(ctx, llm=StepLLM(llm, step.name, roles, key))
+        try:
+            result = step.plugin.run(ctx, **inputs)
+            if inspect.isawaitable(result):
+                result = await result
+        except IntellagentError:
+            if roles == step.roles:
+                raise
+            return None
+        found.new[step.name] += 1
         out = result if isinstance(result, Output) else Output(value=result)
         value, _, value_hash = typed(step, out.value)
         return Held(value, value_hash, out.status, out.halts)
@@ -301,19 +319,18 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             found = None  # another agent talks otherwise: its dialogs measure nothing of this one's
         if found is not None:
             # a list's length the step's options fix (``events: 30``) wins over the earlier run's
-            outputs = guess.outputs if own is not None and own.outputs is not None \
-                else found.get("outputs", guess.outputs)
+            fixed = own is not None and own.outputs is not None and own.outputs_fixed
+            outputs = guess.outputs if fixed else found.get("outputs", guess.outputs)
             # role by role: measured where the role had the model it has now, else the guess
             same = {r: load for r, load in found["roles"].items()
                     if load.get("model") == endpoint(settings.for_role(r))}
             measured = {r: RoleLoad(calls=load["calls"], prompt_tokens=load["prompt_tokens"],
                                     completion_tokens=load["completion_tokens"]) for r, load in same.items()}
             seconds += [load["latency"] for load in same.values() if load.get("latency")]
-            took = measured or not guess.roles or \
-                ("outputs" in found and not (own is not None and own.outputs is not None))
+            took = measured or not guess.roles or ("outputs" in found and not fixed)
             if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):
                 spreads[name] = found["spread"]
-            guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs,
+            guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs, outputs_fixed=fixed,
                                  sequential=found.get("sequential", guess.sequential)
                                  if measured.keys() >= guess.roles.keys() else guess.sequential)
             # named as the source only where it measured something of this run's

@@ -104,6 +104,9 @@ class ItemEstimate(BaseModel):
 
     roles: dict[str, RoleLoad] = Field(default_factory=dict)
     outputs: float | None = None
+    #: ``outputs`` is what the step's options ask for (``events: 30``), which an earlier run's
+    #: count does not replace; False: a guess (tests cut from a conversation) that it does
+    outputs_fixed: bool = True
     sequential: float = 0.0
 
     @classmethod
@@ -120,8 +123,9 @@ class ItemEstimate(BaseModel):
                                    prompt_tokens=sum(x.calls * x.prompt_tokens for x in loads) / calls if calls else 0.0,
                                    completion_tokens=sum(x.calls * x.completion_tokens for x in loads) / calls
                                    if calls else 0.0)
-        outputs = [e.outputs for e in estimates if e.outputs is not None]
-        return cls(roles=roles, outputs=sum(outputs) / len(outputs) if outputs else None,
+        outputs = [e for e in estimates if e.outputs is not None]
+        return cls(roles=roles, outputs=sum(e.outputs for e in outputs) / len(outputs) if outputs else None,
+                   outputs_fixed=all(e.outputs_fixed for e in outputs),
                    sequential=sum(e.sequential for e in estimates) / len(estimates))
 
 

@@ -451,3 +451,40 @@ def test_the_estimate_needs_no_api_key_and_names_the_one_the_run_will_need(runne
     bad = runner.invoke(cli, ["run", "airline", "--events", "2", "--workspace", str(ws), "--estimate",
                               "--set", "llm.roles.user={model: gpt-4o-mini, provider: no-such-provider}"])
     assert bad.exit_code == 2 and "no-such-provider" in bad.output
+
+
+def made(ws: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """The latest run's items per step, and the model calls per step it sent."""
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        run_id, = conn.execute("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        items = dict(conn.execute("SELECT step, count(*) FROM run_items WHERE run_id = ? GROUP BY step", (run_id,)))
+        calls = dict(conn.execute("SELECT stage, count(*) FROM llm_calls WHERE run_id = ? AND cached = 0 "
+                                  "GROUP BY stage", (run_id,)))
+    return items, calls
+
+
+def rows_of(output: str) -> dict[str, dict]:
+    return {m[1]: {"items": int(m[2]) + int(m[3]), "calls": int(m[4]), "tokens": int(m[5]) + int(m[6])}
+            for line in output.splitlines() if (m := ROW.match(line))}
+
+
+def test_almitas_cold_estimate_counts_the_items_its_run_makes(runner, tmp_path):
+    """ALMITA's fan-out: its intents and procedures are the environment's (read, not written: no
+    call), each graph gives ``paths`` paths and each conversation a handful of tests. The cold
+    estimate guessed ten elements at every list (10 procedures, 100 graphs, 10,000 test runs:
+    11,411 calls where the run makes 54); it now counts each step's items as the run makes them
+    and is within 25 % of its calls."""
+    args = ["run", "almita", "--pipeline", "almita", "--paths", "2", "--model", "mock/function",
+            "--set", "llm.default.options.function=tests.almita_script:answer", "--workspace", str(tmp_path / "ws")]
+    found = runner.invoke(cli, [*args, "--estimate"])
+    assert found.exit_code == 0, found.output
+    rows = rows_of(found.output)
+    result = runner.invoke(cli, args)
+    assert result.exit_code in (0, 1), result.output
+    items, calls = made(tmp_path / "ws")
+    for step in ("intents", "procedures", "apis", "flowgraphs", "graphs", "noisy", "paths", "conversations", "tests"):
+        assert rows[step]["items"] == items[step], (step, rows[step], items[step])
+        assert rows[step]["calls"] == calls.get(step, 0) or step == "noisy", (step, rows[step], calls.get(step))
+    assert rows["runs"]["items"] == pytest.approx(items["runs"], rel=0.25)
+    total = sum(r["calls"] for r in rows.values())
+    assert total == pytest.approx(sum(calls.values()), rel=0.25), (total, calls)

@@ -15,7 +15,8 @@ from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.model import StrictModel
 from intellagent.paths import path_option
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import Extractor, Output, Score, ScoreSpec, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import Extractor, ItemEstimate, Output, RoleLoad, Score, ScoreSpec, Statuses
 from intellagent_plugins.almita.apis import ApiList, api_from_draft, check_apis
 from intellagent_plugins.almita.artefacts import (Api, CheckedProcedure, ConversationGraph,
                                                   ConversationNode, FlowNode, Flowgraph, GraphEdge,
@@ -28,6 +29,10 @@ from intellagent_plugins.almita.sources import files_digest, read_intents, read_
 
 IntentsFile = path_option("file", "intents file")
 ProceduresFolder = path_option("folder", "procedures folder")
+#: Tokens, for ``--estimate``: the response schema instructor sends, and what the model writes
+#: for one intent, one procedure, and a procedure's APIs.
+SCHEMA, INTENT, PROCEDURE, APIS = 150, 40, 250, 300
+
 GENERATOR_ROLE = {"generator": "writes ALMITA's intents, procedures, APIs, graphs and conversations"}
 
 #: What the funnel records of each generated artefact.
@@ -117,6 +122,17 @@ class AlmitaIntents(Extractor):
         folder = env.path / "procedures"
         return folder if self.config.environment_procedures and folder.is_dir() else None
 
+    def estimate_item(self, env) -> ItemEstimate:
+        """Nothing to ask when the intents are read (a file, or a folder of procedures: the
+        estimate reads them, and counts them); else one call writing ``count`` of them."""
+        c: IntentsConfig = self.config
+        if c.intents_file or self.procedures_folder(env):
+            return ItemEstimate()
+        asked = self.prompts.messages("intents.md", domain=domain_of(env, c.domain), count=c.count)
+        return ItemEstimate(roles={"generator": RoleLoad(calls=1, prompt_tokens=tokens(asked) + SCHEMA,
+                                                         completion_tokens=c.count * INTENT)},
+                            outputs=c.count, sequential=1)
+
     async def run(self, ctx) -> Output[list[Intent]]:
         c: IntentsConfig = self.config
         folder = self.procedures_folder(ctx.env)
@@ -176,6 +192,22 @@ class AlmitaProcedures(Extractor):
     def fingerprint(self):
         return self.prompts.fingerprint()
 
+    def estimate(self, env) -> ItemEstimate:
+        """An intent the estimate does not know: one call writing ``per_intent`` procedures."""
+        return self.estimate_item(env, Intent(id="intent", name="an intent"))
+
+    def estimate_item(self, env, intent: Intent) -> ItemEstimate:  # type: ignore[override]
+        """Nothing to ask for an intent given with its procedures; else one call writing
+        ``per_intent`` of them."""
+        if intent.procedures:
+            return ItemEstimate(outputs=len(intent.procedures))
+        c: ProceduresConfig = self.config
+        asked = self.prompts.messages("procedures.md", domain=domain_of(env, c.domain), intent=intent,
+                                      count=c.per_intent)
+        return ItemEstimate(roles={"generator": RoleLoad(calls=1, prompt_tokens=tokens(asked) + SCHEMA,
+                                                         completion_tokens=c.per_intent * PROCEDURE)},
+                            outputs=c.per_intent, sequential=1)
+
     async def run(self, ctx, intent: Intent) -> Output[list[Procedure]]:
         if intent.procedures:
             return Output(value=intent.procedures)
@@ -216,6 +248,14 @@ class AlmitaApis(Extractor):
 
     def fingerprint(self):
         return self.prompts.fingerprint()
+
+    def estimate_item(self, env, procedure: Procedure) -> ItemEstimate:  # type: ignore[override]
+        """Nothing to ask for a procedure given with its APIs; else one call extracting them."""
+        if procedure.apis is not None:
+            return ItemEstimate()
+        asked = self.prompts.messages("apis.md", procedure=procedure)
+        return ItemEstimate(roles={"generator": RoleLoad(calls=1, prompt_tokens=tokens(asked) + SCHEMA,
+                                                         completion_tokens=APIS)}, sequential=1)
 
     async def run(self, ctx, procedure: Procedure) -> Output[CheckedProcedure]:
         drafts = None

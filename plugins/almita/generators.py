@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from intellagent.bounds import MAX_ITEMS, MAX_ROUNDS
 from intellagent.model import StrictModel
-from intellagent.steps import Generator, Output, Sampler
+from intellagent.steps import Generator, ItemEstimate, Output, Sampler
 from intellagent_plugins.almita.artefacts import (Action, Conversation, ConversationGraph,
                                                   ConversationPath, Message, PathStep, Rejection, TestCase)
 from intellagent_plugins.almita.extractors import FILTER, FILTERED, GENERATOR_ROLE, PromptsOnly, filtered, infra
@@ -41,6 +41,10 @@ class AlmitaPaths(Sampler):
     Config = PathsConfig
     inputs = {"graph": ConversationGraph}
     output = list[ConversationPath]
+
+    def estimate(self, env) -> ItemEstimate:
+        """``paths`` of each graph (fewer only where a graph has fewer root-to-leaf paths)."""
+        return ItemEstimate(outputs=self.config.paths)
 
     def run(self, ctx, graph: ConversationGraph) -> list[ConversationPath]:
         c: PathsConfig = self.config
@@ -171,6 +175,10 @@ class AlmitaConversation(Generator):
 
 # --- tests ------------------------------------------------------------------------------------
 
+#: Tests cut from a conversation the estimate does not know (4.5 a conversation on the test
+#: script's graphs, of one or two APIs): one after each user message and each API output.
+TESTS = 5
+
 
 def action_of(message: Message) -> Action:
     if message.role == "api":
@@ -215,6 +223,10 @@ class AlmitaTests(Generator):
     version = "2"  # tests carry their conversation's number of tests
     inputs = {"conversation": Conversation}
     output = list[TestCase]
+
+    def estimate(self, env) -> ItemEstimate:
+        """A conversation the estimate does not know: :data:`TESTS` tests (a pilot run measures)."""
+        return ItemEstimate(outputs=TESTS, outputs_fixed=False)
 
     def run(self, ctx, conversation: Conversation) -> list[TestCase]:
         return cut_tests(conversation)

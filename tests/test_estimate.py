@@ -488,3 +488,25 @@ def test_almitas_cold_estimate_counts_the_items_its_run_makes(runner, tmp_path):
     assert rows["runs"]["items"] == pytest.approx(items["runs"], rel=0.25)
     total = sum(r["calls"] for r in rows.values())
     assert total == pytest.approx(sum(calls.values()), rel=0.25), (total, calls)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tooltalk") is None, reason="pip install --no-deps nvidia-tooltalk")
+def test_tooltalk_generations_cold_estimate_counts_its_scenarios_and_the_writers_calls(runner, tmp_path):
+    """tooltalk-generate asks ``per_request`` scenarios of each request, and writes each
+    conversation in a draft, a repair where its calls fail, and the replies' rewrite: the cold
+    estimate guessed ten scenarios a request and one call a conversation (40 conversations, 40
+    writer calls, where the run writes 4 in 11 calls)."""
+    args = ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--requests", "4", "--scenarios", "1",
+            "--set", "llm.default.model=mock/function", "--set", "llm.default.options.function=tests.tooltalk_writer:reply",
+            "--agent", "tooltalk/oracle", "--workspace", str(tmp_path / "ws")]
+    found = runner.invoke(cli, [*args, "--estimate"])
+    assert found.exit_code == 0, found.output
+    rows = rows_of(found.output)
+    result = runner.invoke(cli, args)
+    assert result.exit_code in (0, 1), result.output
+    items, calls = made(tmp_path / "ws")
+    for step in ("subsets", "scenarios", "conversations"):
+        assert rows[step]["items"] == items[step], (step, rows[step], items[step])
+    assert rows["scenarios"]["calls"] == calls["scenarios"]
+    assert rows["conversations"]["calls"] == pytest.approx(calls["conversations"], rel=0.25), \
+        (rows["conversations"], calls["conversations"])

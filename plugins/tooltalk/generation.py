@@ -27,7 +27,8 @@ from pydantic import BaseModel, Field, create_model
 from intellagent.bounds import MAX_ITEMS, MAX_ROUNDS, MAX_TURNS
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptFiles, PromptsFolder
-from intellagent.steps import DEGRADED, Generator, Output, Sampler, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import DEGRADED, Generator, ItemEstimate, Output, RoleLoad, Sampler, Statuses
 from intellagent_plugins.tooltalk.artefacts import ApiCall, Conversation, Turn
 from intellagent_plugins.tooltalk.environment.data import PER_USER
 from intellagent_plugins.tooltalk.executor import World, tool_meta
@@ -134,6 +135,18 @@ def _draft_model(tools: tuple[tuple[str, str], ...]) -> type[BaseModel]:
 
 # -- steps ---------------------------------------------------------------------------------------
 
+#: For ``--estimate``: plugins in a request the estimate does not know (ToolTalk used 3), and
+#: the tokens a model writes for one scenario and for one conversation's draft (three to six
+#: exchanges with their calls).
+SUBSET, SCENARIO, DRAFT = 3, 80, 350
+
+
+def example_request(env) -> ScenarioRequest:
+    """A request of the first :data:`SUBSET` plugins for their first tool, for ``--estimate``."""
+    groups = plugin_tools(env)
+    plugins = list(groups)[:SUBSET]
+    return ScenarioRequest(id="estimate", plugins=plugins, tool=groups[plugins[0]][0])
+
 class SubsetsConfig(StrictModel):
     size: int = Field(default=3, ge=1, le=7, description="Plugins per subset (ToolTalk used 3).")
     plugins: list[str] | None = Field(default=None, description="Draw subsets from these plugins only.")
@@ -194,11 +207,24 @@ class WriteScenarios(Generator):
     def fingerprint(self) -> Any:
         return self.prompts.fingerprint()
 
-    async def run(self, ctx, request: ScenarioRequest) -> Output[list[Scenario]]:
-        groups = plugin_tools(ctx.env)
+    def estimate(self, env) -> ItemEstimate:
+        """A request of the first :data:`SUBSET` plugins, as :meth:`estimate_item`."""
+        return self.estimate_item(env, example_request(env))
+
+    def estimate_item(self, env, request: ScenarioRequest) -> ItemEstimate:  # type: ignore[override]
+        """One call asking ``per_request`` scenarios, with the request's tool documentation."""
+        load = RoleLoad(calls=1, prompt_tokens=tokens(self.prompt(env, request)),
+                        completion_tokens=self.config.per_request * SCENARIO)
+        return ItemEstimate(roles={"scenario-writer": load}, outputs=self.config.per_request, sequential=1)
+
+    def prompt(self, env, request: ScenarioRequest) -> str:
+        groups = plugin_tools(env)
         names = [t for p in request.plugins for t in groups[p]]
-        prompt = self.prompts.render("scenarios.md", plugins=request.plugins, tools=tool_docs(ctx.env, names),
-                                     required=request.tool, count=self.config.per_request)
+        return self.prompts.render("scenarios.md", plugins=request.plugins, tools=tool_docs(env, names),
+                                   required=request.tool, count=self.config.per_request)
+
+    async def run(self, ctx, request: ScenarioRequest) -> Output[list[Scenario]]:
+        prompt = self.prompt(ctx.env, request)
         outcome = await ctx.llm.structured([{"role": "user", "content": prompt}], ScenarioDrafts,
                                            role="scenario-writer")
         if not outcome.ok:
@@ -266,9 +292,9 @@ class WriteConversation(Generator):
             user["verification_code"] = f"{rng.randint(0, 999999):06d}"
         return user, metadata, logged_in
 
-    def context(self, ctx, user: dict[str, Any]) -> tuple[str, str, str]:
+    def context(self, env, user: dict[str, Any]) -> tuple[str, str, str]:
         """The user's records, the other users, and the weather data, for the writer."""
-        db = ctx.env.seed_database()
+        db = env.seed_database()
         try:
             mine = {}
             for table, column in PER_USER.values():
@@ -287,13 +313,38 @@ class WriteConversation(Generator):
                   + "; ".join(f"{k} ({', '.join(v)})" for k, v in history.items()) + ".")
         return records, people, places
 
+    def estimate(self, env) -> ItemEstimate:
+        """A scenario the estimate does not know (one of the first :data:`SUBSET` plugins, the
+        first account): its draft, one repair (the draft and its problems sent back), and the
+        replies' rewrite from the calls' results."""
+        request = example_request(env)
+        db = env.seed_database()
+        try:
+            user = {k: v for k, v in db.all("accounts")[0].items() if k in ("username", "email", "phone", "name")}
+        finally:
+            db.close()
+        records, people, places = self.context(env, user)
+        names = tuple(t for p in request.plugins for t in plugin_tools(env)[p])
+        written = tokens(self.prompts.render(
+            "conversation.md", scenario="x" * 4 * SCENARIO, required=request.tool, tools=tool_docs(env, list(names)),
+            user=json.dumps(user), logged_in=True, location="", now="", records=records,
+            weather=f"{people}\n\n{places}"), draft_model(env, names).model_json_schema())
+        asked = [(written, DRAFT)]
+        if self.config.repairs:
+            asked.append((written + DRAFT + tokens(self.prompts.source("repair.md")), DRAFT))
+        if self.config.replies:
+            asked.append((tokens(self.prompts.source("replies.md")) + 2 * DRAFT, DRAFT / 2))
+        load = RoleLoad(calls=len(asked), prompt_tokens=sum(p for p, _ in asked) / len(asked),
+                        completion_tokens=sum(o for _, o in asked) / len(asked))
+        return ItemEstimate(roles={"conversation-writer": load}, sequential=len(asked))
+
     async def run(self, ctx, scenario: Scenario) -> Output[Conversation]:
         env = ctx.env
         groups = plugin_tools(env)
         names = tuple(t for p in scenario.plugins for t in groups[p])
         model = draft_model(env, names)
         user, metadata, logged_in = self.setting(ctx, scenario)
-        records, people, places = self.context(ctx, user)
+        records, people, places = self.context(env, user)
         profile = json.dumps({k: v for k, v in user.items() if k != "session_token"}, ensure_ascii=False)
         prompt = self.prompts.render(
             "conversation.md", scenario=scenario.text, required=scenario.tool, tools=tool_docs(env, list(names)),

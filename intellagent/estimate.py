@@ -319,7 +319,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             found = None  # another agent talks otherwise: its dialogs measure nothing of this one's
         if found is not None:
             # a list's length the step's options fix (``events: 30``) wins over the earlier run's
-            fixed = own is not None and own.outputs is not None and own.outputs_fixed
+            fixed = own is not None and (own.outputs is not None and own.outputs_fixed
+                                         or own.per_input is not None)
             outputs = guess.outputs if fixed else found.get("outputs", guess.outputs)
             # role by role: measured where the role had the model it has now, else the guess
             same = {r: load for r, load in found["roles"].items()
@@ -331,6 +332,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):
                 spreads[name] = found["spread"]
             guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs, outputs_fixed=fixed,
+                                 per_input=guess.per_input,
                                  sequential=found.get("sequential", guess.sequential)
                                  if measured.keys() >= guess.roles.keys() else guess.sequential)
             # named as the source only where it measured something of this run's
@@ -343,7 +345,13 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     def fan(root: str) -> float:
         if not plan.steps[root].output.many:
             return 1.0
-        outputs = per_item[root].outputs if root in per_item else None
+        guess = per_item.get(root)
+        if guess is not None and guess.per_input is not None:
+            # made of the lists it gathers: of their items to make (those made of the items the
+            # store holds are held too, being made of the same inputs)
+            return guess.per_input * sum(items.get(w.source, 0.0) for w in plan.steps[root].wires
+                                         if w.mode == "gather")
+        outputs = guess.outputs if guess is not None else None
         return outputs if outputs is not None else DEFAULT_OUTPUTS
 
     items: dict[str, float] = {}

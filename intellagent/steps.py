@@ -107,6 +107,9 @@ class ItemEstimate(BaseModel):
     #: ``outputs`` is what the step's options ask for (``events: 30``), which an earlier run's
     #: count does not replace; False: a guess (tests cut from a conversation) that it does
     outputs_fixed: bool = True
+    #: Elements of its list per element of the lists it gathers (say, one per input × its trials),
+    #: for a step whose list is made of its inputs': the estimate multiplies it by their items
+    per_input: float | None = None
     sequential: float = 0.0
 
     @classmethod
@@ -126,6 +129,7 @@ class ItemEstimate(BaseModel):
         outputs = [e for e in estimates if e.outputs is not None]
         return cls(roles=roles, outputs=sum(e.outputs for e in outputs) / len(outputs) if outputs else None,
                    outputs_fixed=all(e.outputs_fixed for e in outputs),
+                   per_input=next((e.per_input for e in estimates if e.per_input is not None), None),
                    sequential=sum(e.sequential for e in estimates) / len(estimates))
 
 

@@ -5,6 +5,7 @@ figures of an earlier run in the workspace."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -510,3 +511,51 @@ def test_tooltalk_generations_cold_estimate_counts_its_scenarios_and_the_writers
     assert rows["scenarios"]["calls"] == calls["scenarios"]
     assert rows["conversations"]["calls"] == pytest.approx(calls["conversations"], rel=0.25), \
         (rows["conversations"], calls["conversations"])
+
+
+USERS = itertools.count()
+
+
+def distinct_candidates(request, response_model):
+    """tests.test_apigen_mt's model, whose simulated user's candidates differ (as a model's
+    samples do), so the judge picks one at every turn."""
+    from tests.test_apigen_mt import fake_model
+
+    out = fake_model(request, response_model)
+    if getattr(response_model, "__name__", "") == "UserTurn":
+        out = {**out, "message": f"{out['message']} ({next(USERS)})"}
+    return out
+
+
+def test_apigen_mts_cold_estimate_counts_its_tasks_and_every_candidate_of_a_user_turn(runner, tmp_path):
+    """APIGen-MT's lists: ``pairs`` combined tasks, ``trials`` events per task (a blueprint or a
+    combined task); the cold estimate guessed ten of each (10 combined, 10 events where the run
+    makes 2 and 16). Each user turn of its best-of-N user asks ``candidates`` samples and the
+    judge: the estimate counted one user call a turn and no judge."""
+    from intellagent_plugins.dialogue.simulator import UserAgent
+
+    args = ["run", "retail", "--pipeline", "apigen-mt", "--blueprints", "6", "--pairs", "2", "--trials", "2",
+            "--set", "llm.default.model=mock/function",
+            "--set", "llm.default.options.function=tests.test_estimate:distinct_candidates",
+            "--set", "steps.contexts.with.user_pool=2", "--workspace", str(tmp_path / "ws")]
+    found = runner.invoke(cli, [*args, "--estimate"])
+    assert found.exit_code == 0, found.output
+    rows = rows_of(found.output)
+    result = runner.invoke(cli, args)
+    assert result.exit_code in (0, 1), result.output
+    items, calls = made(tmp_path / "ws")
+    for step in ("blueprints", "combined", "events", "dialogs"):
+        assert rows[step]["items"] == items[step], (step, rows[step], items[step])
+    for step in ("blueprints", "combined"):
+        assert rows[step]["calls"] == pytest.approx(calls[step], rel=0.25), (step, rows[step], calls[step])
+
+    with sqlite3.connect(tmp_path / "ws" / "intellagent.db") as conn:
+        asked = dict(conn.execute("SELECT role, count(*) FROM llm_calls WHERE stage = 'dialogs' GROUP BY role"))
+    turns = asked["user-judge"]  # the candidates differ at every turn: one judge call a turn
+    env = load_environment(REPO / "environments" / "retail")
+    plan = load_plan("apigen-mt", load_registry())
+    dialog = plan.steps["dialogs"].plugin.estimate(env)
+    plain = UserAgent.estimate(plan.steps["dialogs"].plugin, env).roles["user"].calls  # user turns
+    assert dialog.roles["user"].calls / plain == asked["user"] / turns == 3
+    assert dialog.roles["user-judge"].calls / plain == 1
+

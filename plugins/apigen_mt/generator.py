@@ -19,7 +19,8 @@ from pydantic import Field
 from intellagent.bounds import MAX_CHARS, MAX_ROUNDS
 from intellagent.model import StrictModel
 from intellagent.prompts import PromptsFolder
-from intellagent.steps import PASS_FAIL, UNFINISHED, Generator, Output, Score, ScoreSpec, Statuses
+from intellagent.estimate import tokens
+from intellagent.steps import PASS_FAIL, UNFINISHED, Generator, ItemEstimate, Output, RoleLoad, Score, ScoreSpec, Statuses
 
 from intellagent_plugins.apigen_mt.artefacts import (Attempt, Blueprint, BlueprintContext,
                                                      BlueprintResult, Call, Review)
@@ -29,6 +30,10 @@ from intellagent_plugins.apigen_mt.validation import Draft, problems_feedback, t
 
 PROMPTS = ("generator.system.md", "generate.md", "revise.md", "reviewer.system.md", "review.md",
            "combine.md")
+
+#: For ``--estimate``: a blueprint's drafts (its first and, one time in two, a revision), the
+#: tokens a model writes for a draft and for a review, and the actions of a blueprint.
+DRAFTS, DRAFT, REVIEW, ACTIONS = 1.5, 400, 150, 2
 
 
 class BlueprintConfig(StrictModel):
@@ -152,6 +157,18 @@ class ReviewedGenerator(Generator):
     def fingerprint(self) -> Any:
         return self.texts.fingerprint()
 
+    def committee_estimate(self, env, blueprint: float) -> dict[str, RoleLoad]:
+        """One committee round on a task of ``blueprint`` tokens, by role: each member's call
+        (a role named twice is asked twice), with the policy and the used tools' schemas."""
+        schemas = tool_schemas(env, None)
+        used = sum(tokens(s) for s in schemas) / len(schemas) * ACTIONS if schemas else 0.0
+        system = tokens(self.texts.render("reviewer.system.md", member=1, members=len(self.config.committee.members),
+                                          policy=env.prompt[:self.config.policy_chars]))
+        prompt = system + tokens(self.texts.source("review.md")) + blueprint + used
+        members = self.config.committee.members
+        return {role: RoleLoad(calls=members.count(role), prompt_tokens=prompt, completion_tokens=REVIEW)
+                for role in dict.fromkeys(members)}
+
     async def review(self, ctx, attempt: Attempt) -> str | None:
         """The committee's round on an attempt that passed the checks: its reviews, votes,
         problems and feedback; the error when the committee could not answer."""
@@ -179,13 +196,30 @@ class GenerateBlueprint(ReviewedGenerator):
     roles = {"generator": "writes and revises task blueprints", **ROLES}
     score = "blueprint"
 
+    def estimate(self, env) -> ItemEstimate:
+        """A context the estimate does not know: as :meth:`estimate_item`'s with no records."""
+        return self.estimate_item(env, BlueprintContext(id="estimate"))
+
+    def estimate_item(self, env, context: BlueprintContext) -> ItemEstimate:  # type: ignore[override]
+        """:data:`DRAFTS` drafts from this context's prompt (a revision resends the draft with
+        the feedback), and one committee round on the blueprint that passes the checks."""
+        first = tokens(self.messages(env, context), Draft.model_json_schema())
+        revised = first + DRAFT + tokens(self.texts.source("revise.md")) + DRAFT
+        generator = RoleLoad(calls=DRAFTS, prompt_tokens=(first + (DRAFTS - 1) * revised) / DRAFTS,
+                             completion_tokens=DRAFT)
+        roles = {"generator": generator, **self.committee_estimate(env, DRAFT)}
+        return ItemEstimate(roles=roles, sequential=DRAFTS + 1)
+
+    def messages(self, env, context: BlueprintContext) -> list[dict[str, Any]]:
+        """The generator's first prompt."""
+        system = self.texts.render("generator.system.md", policy=env.prompt[:self.config.policy_chars])
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": self.texts.render(
+                    "generate.md", context=context, tools=tool_schemas(env, None),
+                    examples=[e.model_dump(exclude={"persona"}) for e in context.examples])}]
+
     async def make(self, ctx, context: BlueprintContext) -> BlueprintResult:
-        system = self.texts.render("generator.system.md", policy=ctx.env.prompt[:self.config.policy_chars])
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": self.texts.render(
-                "generate.md", context=context, tools=tool_schemas(ctx.env, None),
-                examples=[e.model_dump(exclude={"persona"}) for e in context.examples])}]
+        messages = self.messages(ctx.env, context)
         result = BlueprintResult(id=context.id, status="rejected")
         fixes = reviews = 0
         while True:

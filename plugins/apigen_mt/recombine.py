@@ -27,11 +27,12 @@ from pydantic import BaseModel, Field
 from intellagent.bounds import MAX_ITEMS, MAX_TURNS
 from intellagent.environment import run_actions
 from intellagent.model import StrictModel
-from intellagent.steps import Sampler
+from intellagent.estimate import tokens
+from intellagent.steps import ItemEstimate, RoleLoad, Sampler
 
 from intellagent_plugins.apigen_mt.artefacts import Attempt, Blueprint, BlueprintResult, Call, Pair, Problem
 from intellagent_plugins.apigen_mt.committee import ROLES
-from intellagent_plugins.apigen_mt.generator import ReviewedGenerator, failure_status
+from intellagent_plugins.apigen_mt.generator import DRAFT, ReviewedGenerator, failure_status
 from intellagent_plugins.apigen_mt.validation import (check_outputs, check_policy, check_testable, execute,
                                                      problems_feedback)
 
@@ -48,6 +49,10 @@ class RecombinationPairs(Sampler):
     Config = PairsConfig
     inputs = {"blueprints": list[BlueprintResult]}
     output = list[Pair]
+
+    def estimate(self, env) -> ItemEstimate:
+        """``pairs`` (fewer where the accepted blueprints of one user make fewer)."""
+        return ItemEstimate(outputs=self.config.pairs)
 
     def run(self, ctx, blueprints: list[BlueprintResult]) -> list[Pair]:
         by_user: dict[str, list[BlueprintResult]] = defaultdict(list)
@@ -119,6 +124,14 @@ class Recombine(ReviewedGenerator):
     inputs = {"pair": Pair}
     roles = {"generator": "writes the combined instruction", **ROLES}
     score = "combined"
+
+    def estimate(self, env) -> ItemEstimate:
+        """A pair whose actions run together: one combined instruction, and the committee's
+        round on it."""
+        written = tokens(self.texts.source("combine.md")) + 2 * DRAFT
+        roles = {"generator": RoleLoad(calls=1, prompt_tokens=written, completion_tokens=DRAFT / 4),
+                 **self.committee_estimate(env, 2 * DRAFT)}
+        return ItemEstimate(roles=roles, sequential=2)
 
     async def make(self, ctx, pair: Pair) -> BlueprintResult:
         merged, parts = combine(ctx.env, pair.first.blueprint, pair.second.blueprint)

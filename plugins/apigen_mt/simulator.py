@@ -17,9 +17,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from intellagent.bounds import MAX_TURNS
+from intellagent.estimate import tokens
 from intellagent.llm.types import Outcome, Status
 from intellagent.session import LiveSession
-from intellagent_plugins.dialogue.simulator import UserAgent, UserConfig, UserTurn
+from intellagent.steps import ItemEstimate, RoleLoad
+from intellagent_plugins.dialogue.simulator import SAID, UserAgent, UserConfig, UserTurn
 
 from intellagent_plugins.apigen_mt.artefacts import Trajectory
 from intellagent_plugins.apigen_mt.prompts import prompts
@@ -60,6 +62,21 @@ class BestOfNUser(UserAgent):
 
     def fingerprint(self) -> Any:
         return {**super().fingerprint(), **self.judge_texts.fingerprint()}
+
+    def estimate(self, env: Any) -> ItemEstimate:
+        """The dialog of :class:`UserAgent`'s estimate, each user turn sampled ``candidates``
+        times and, where they differ, chosen by the judge (the instruction, the conversation so
+        far and the candidates)."""
+        base = super().estimate(env)
+        n = self.config.candidates
+        if n == 1:
+            return base
+        user = base.roles["user"]
+        judge = RoleLoad(calls=user.calls, completion_tokens=30, prompt_tokens=tokens(
+            self.judge_texts.source("user_judge.md")) + self.scenario_tokens(env) + user.prompt_tokens
+            - tokens(self.prompts.source(self.persona_file)) + n * SAID)
+        roles = {**base.roles, "user": user.model_copy(update={"calls": user.calls * n}), "user-judge": judge}
+        return ItemEstimate(roles=roles, sequential=sum(r.calls for r in roles.values()))
 
     def new_dialog(self, event) -> Trajectory:
         return Trajectory(id=event.id, candidates=self.config.candidates)

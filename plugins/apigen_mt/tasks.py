@@ -9,7 +9,7 @@ from pydantic import Field
 
 from intellagent.bounds import MAX_ITEMS
 from intellagent.model import StrictModel
-from intellagent.steps import Generator, Sampler
+from intellagent.steps import Generator, ItemEstimate, Sampler
 from intellagent_plugins.dialogue.scenario import Action
 
 from intellagent_plugins.apigen_mt.artefacts import (BlueprintResult, BlueprintTask, BlueprintTaskEvent,
@@ -54,6 +54,11 @@ class ApigenTasks(Sampler):
     Config = TasksConfig
     inputs = {"blueprints": list[BlueprintResult], "combined": list[BlueprintResult] | None}
     output = list[BlueprintTaskSpec]
+
+    def estimate(self, env) -> ItemEstimate:
+        """``trials`` tasks per blueprint and combined task it gathers (fewer: the rejected
+        ones and duplicates are dropped)."""
+        return ItemEstimate(per_input=self.config.trials)
 
     def run(self, ctx, blueprints: list[BlueprintResult],
             combined: list[BlueprintResult] | None = None) -> list[BlueprintTaskSpec]:

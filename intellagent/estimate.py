@@ -266,7 +266,10 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
                         "model": endpoint(settings.for_role(role)) if settings is not None else None,
                         "latency": seconds.get(role)}
                  for role, (c, p, o) in loads.items()}
-        found: dict[str, Any] = {"roles": roles, "sequential": sum(r["calls"] for r in roles.values()),
+        # the models of the roles it declares, those it never called included (measured at none)
+        models = {r: endpoint(settings.for_role(r)) for r in step.roles} if settings is not None else {}
+        found: dict[str, Any] = {"roles": roles, "models": models,
+                                 "sequential": sum(r["calls"] for r in roles.values()),
                                  "spread": _spread(figures["item_calls"].get(name, []), n)}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
@@ -327,6 +330,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
                     if load.get("model") == endpoint(settings.for_role(r))}
             measured = {r: RoleLoad(calls=load["calls"], prompt_tokens=load["prompt_tokens"],
                                     completion_tokens=load["completion_tokens"]) for r, load in same.items()}
+            measured |= {r: RoleLoad() for r in guess.roles if r not in found["roles"]
+                         and found.get("models", {}).get(r, False) == endpoint(settings.for_role(r))}
             seconds += [load["latency"] for load in same.values() if load.get("latency")]
             took = measured or not guess.roles or ("outputs" in found and not fixed)
             if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):

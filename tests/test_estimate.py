@@ -559,3 +559,23 @@ def test_apigen_mts_cold_estimate_counts_its_tasks_and_every_candidate_of_a_user
     assert dialog.roles["user"].calls / plain == asked["user"] / turns == 3
     assert dialog.roles["user-judge"].calls / plain == 1
 
+
+def test_after_a_pilot_a_role_it_never_called_is_measured_at_none(runner, tmp_path):
+    """APIGen-MT after a pilot whose simulated users' candidates were all alike: the judge was
+    never asked, and the estimate still added its guessed calls to each dialog's measured ones
+    (12 calls a dialog where 7 were made); the events of the blueprints the pilot made, which
+    the store holds, were counted again."""
+    ws = tmp_path / "ws"
+    model = ["--set", "llm.default.model=mock/function", "--set", "llm.default.options.function=tests.test_apigen_mt:fake_model",
+             "--set", "steps.contexts.with.user_pool=2", "--pairs", "1", "--trials", "2", "--workspace", str(ws)]
+    pilot = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--blueprints", "2", *model])
+    assert pilot.exit_code in (0, 1), pilot.output
+    found = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--blueprints", "6", *model, "--estimate"])
+    assert found.exit_code == 0, found.output
+    rows = rows_of(found.output)
+    result = runner.invoke(cli, ["run", "retail", "--pipeline", "apigen-mt", "--blueprints", "6", *model])
+    assert result.exit_code in (0, 1), result.output
+    _, calls = made(ws)
+    assert rows["dialogs"]["calls"] == pytest.approx(calls["dialogs"], rel=0.25), (rows["dialogs"], calls["dialogs"])
+    total = sum(r["calls"] for r in rows.values())
+    assert total == pytest.approx(sum(calls.values()), rel=0.25), (total, calls)

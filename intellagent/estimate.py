@@ -6,7 +6,7 @@ Three sources, each exact where it can be:
 
 - **what the store already holds**: the plan is walked as a run walks it (the same scheduler,
   the same item keys), each item looked up instead of made; a step that calls no model (a
-  sampler) is computed, being free. An item found is reused at no cost; an item not found is to
+  sampler), or an item its step says asks none, is computed, being free. An item found is reused at no cost; an item not found is to
   be made, and so is everything that depends on it, its fan-out included (whose size is then an
   estimate).
 - **what one item costs**: each step says so (:meth:`intellagent.steps.Step.estimate`: calls and

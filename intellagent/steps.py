@@ -216,7 +216,9 @@ class Step:
     def estimate_item(self, env: Any, **inputs: Any) -> ItemEstimate | None:
         """What the item of these inputs costs, for ``run --estimate`` where its walk of the plan
         knows them (the elements of a sampler's list, say: the sets and the limit a run picks);
-        None: :meth:`estimate`'s figure for every item."""
+        None: :meth:`estimate`'s figure for every item. An estimate that asks no call (its
+        inputs carry what the step would ask a model for) has the walk make the item, as it
+        makes a sampler's, so the lists after it are counted rather than guessed."""
         return None
 
     def check(self, env: Any) -> str | None:

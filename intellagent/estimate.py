@@ -118,6 +118,8 @@ class Reuse:
     reused: Counter = field(default_factory=Counter)
     new: Counter = field(default_factory=Counter)
     unknown: Counter = field(default_factory=Counter)
+    #: of ``new``, the items made of an item that is itself to make (made only if that one goes on)
+    waiting: Counter = field(default_factory=Counter)
     #: by step and role, the calls of items to make that the cache answers already (calls,
     #: prompt and completion tokens): an unfinished item's, made again for free
     cached: dict[tuple[str, str], tuple[int, int, int]] = field(default_factory=dict)
@@ -175,7 +177,10 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
 
     async def make(step: Any, scope: Any, inputs: dict[str, Any], hashes: list) -> Held:
         key = content_hash(maker.static_key(step), hashes)
-        if any(str(h).startswith("new:") for _, h in hashes) or any(w.mode == "gather" for w in step.wires):
+        if any(w.mode == "gather" for w in step.wires):
+            return _to_make(step, key, known=False)
+        if any(str(h).startswith("new:") for _, h in hashes):
+            found.waiting[step.name] += 1
             return _to_make(step, key, known=False)
         row = store.item(key) if cache or step.name in free else None
         if row is not None and row.status not in UNFINISHED and row.status != DEGRADED:
@@ -274,6 +279,8 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
             found["outputs"] = max(items.get(c.name, 0) for c in children) / n
+        elif children:  # the share of its items that went on (an invalid one halts its later steps)
+            found["goes_on"] = min(1.0, max(items.get(c.name, 0) for c in children) / items[name])
         steps[name] = found
     return {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
 
@@ -309,6 +316,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     names = steps if steps is not None else list(plan.steps)
     agent_roles = sorted(getattr(plan.agent.value, "roles", {}) or {}) if plan.agent is not None else []
     per_item: dict[str, ItemEstimate] = {}
+    goes_on: dict[str, float] = {}  # measured: the share of a step's items whose later steps ran
     sources: dict[str, str] = {}
     seconds: list[float] = []  # a call's mean seconds, of the roles measured at their endpoint
     spreads: dict[str, tuple[int, float]] = {}  # steps whose calls were all measured: items, sd
@@ -320,6 +328,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         found = earlier.get("steps", {}).get(name)
         if found is not None and step.uses_agent and not earlier.get("same_agent"):
             found = None  # another agent talks otherwise: its dialogs measure nothing of this one's
+        if found is not None and "goes_on" in found:
+            goes_on[name] = found["goes_on"]
         if found is not None:
             # a list's length the step's options fix (``events: 30``) wins over the earlier run's
             fixed = own is not None and (own.outputs is not None and own.outputs_fixed
@@ -359,15 +369,30 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         outputs = guess.outputs if guess is not None else None
         return outputs if outputs is not None else DEFAULT_OUTPUTS
 
+    def through(name: str, root: str | None) -> float:
+        """The share of the items under ``root`` that reach ``name``: the measured share of each
+        step between them whose items went on."""
+        share, step = 1.0, plan.steps[name].each
+        while step is not None and step != root and step in plan.steps:
+            share *= goes_on.get(step, 1.0)
+            step = plan.steps[step].each
+        return share
+
     items: dict[str, float] = {}
+    share: dict[str, float] = {}  # of the items found to make, those likely made (the others wait in vain)
     for name in names:
         domain = plan.steps[name].domain
         if reuse is None:
-            items[name] = math.prod(fan(root) for root in domain)
-        else:  # the items found to make, and those under each fan-out whose elements are unknown
-            items[name] = reuse.new[name] + sum(
-                reuse.unknown[root] * math.prod(fan(r) for r in domain[k:])
-                for k, root in enumerate(domain))
+            items[name] = math.prod(fan(root) for root in domain) * through(name, None)
+            continue
+        # the items found to make (those waiting on an item to make: if that one goes on), and
+        # those under each fan-out whose elements are unknown
+        parent, new, waiting = plan.steps[name].each, reuse.new[name], reuse.waiting[name]
+        made = new - waiting + waiting * (goes_on.get(parent, 1.0) * share.get(parent, 1.0) if parent else 1.0)
+        share[name] = made / new if new else 1.0
+        items[name] = made + sum(
+            reuse.unknown[root] * share.get(root, 1.0) * math.prod(fan(r) for r in domain[k:]) * through(name, root)
+            for k, root in enumerate(domain))
     total_calls = prompt_total = completion_total = 0.0
     dollars: float | None = 0.0
     unpriced: set[str] = set()

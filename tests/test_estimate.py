@@ -579,3 +579,24 @@ def test_after_a_pilot_a_role_it_never_called_is_measured_at_none(runner, tmp_pa
     assert rows["dialogs"]["calls"] == pytest.approx(calls["dialogs"], rel=0.25), (rows["dialogs"], calls["dialogs"])
     total = sum(r["calls"] for r in rows.values())
     assert total == pytest.approx(sum(calls.values()), rel=0.25), (total, calls)
+
+
+def test_after_a_pilot_the_items_its_invalid_items_stopped_are_not_counted(runner, tmp_path):
+    """An item that halts (ALMITA's flowgraph a rule rejects, tooltalk-generate's conversation
+    whose calls fail) stops its later steps. On mock/schema every ALMITA flowgraph breaks a
+    rule: after a pilot that measured it, the estimate of a run of new flowgraphs (another seed)
+    still counted the graphs, noise, conversations and test runs of each (60 calls where the
+    run makes 4)."""
+    ws = tmp_path / "ws"
+    args = ["run", "almita", "--pipeline", "almita", "--paths", "2", "--workspace", str(ws)]
+    pilot = runner.invoke(cli, args)
+    assert pilot.exit_code in (0, 1), pilot.output
+    found = runner.invoke(cli, [*args, "--seed", "1", "--estimate"])
+    assert found.exit_code == 0, found.output
+    rows = rows_of(found.output)
+    result = runner.invoke(cli, [*args, "--seed", "1"])
+    assert result.exit_code in (0, 1), result.output
+    items, calls = made(ws)
+    assert rows["flowgraphs"]["items"] == items["flowgraphs"] == 4
+    total = sum(r["calls"] for r in rows.values())
+    assert total == pytest.approx(sum(calls.values()), rel=0.25), (found.output, calls)

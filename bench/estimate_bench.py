@@ -1,7 +1,7 @@
 """`intellagent run --estimate` against what the run then spends: the quickstart pipeline
 (airline) on the local OpenAI-compatible test server, at three sizes.
 
-    python bench/estimate_bench.py [--sizes 10 30 100] [--pilot 5]
+    python bench/estimate_bench.py [--sizes 10 30 100] [--pilot 5] [--seeds 0 1 2] [--port 47615]
 
 Per size, two workspaces:
 - cold: nothing in the workspace; the estimate is the steps' own guesses from the pipeline and
@@ -12,6 +12,11 @@ Actual figures are the run's model calls that reached the server (cache hits exc
 tokens the server reported. The target is within ±25 % on calls and on tokens. Last, whether the
 calls the run made fell within the range the estimate gives them after the pilot (95 %, from how
 much the pilot's items varied).
+
+The point figure after a pilot is a sample: the pilot's few dialogs stand for all the others, so
+it moves with the run seed (``--seeds``: one table per seed, then the spread over them). The
+test server's answers follow each request's seed, which is derived from the endpoint too: the
+server listens on a fixed ``--port`` so that the same seed gives the same figures.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import os
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,9 +40,9 @@ TOTAL = re.compile(r"total: (\d+) calls, (\d+) prompt \+ (\d+) completion tokens
 LIKELY = re.compile(r"likely (\d+) to (\d+) calls")
 
 
-def cli(workspace: Path, base_url: str, events: int, *extra: str) -> str:
+def cli(workspace: Path, base_url: str, events: int, *extra: str, seed: int = 0) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "intellagent", "run", "airline", "--events", str(events),
+        [sys.executable, "-m", "intellagent", "run", "airline", "--events", str(events), "--seed", str(seed),
          "--workspace", str(workspace), "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{base_url}'}}",
          *extra], capture_output=True, text=True, timeout=1800, cwd=REPO,
         env={**os.environ, "OPENAI_API_KEY": "test"})
@@ -45,9 +51,9 @@ def cli(workspace: Path, base_url: str, events: int, *extra: str) -> str:
     return out.stdout
 
 
-def estimate(workspace: Path, base_url: str, events: int) -> tuple[int, int, tuple[int, int] | None]:
+def estimate(workspace: Path, base_url: str, events: int, seed: int) -> tuple[int, int, tuple[int, int] | None]:
     """The estimate's calls and tokens, and the range it gives the calls (None without one)."""
-    text = cli(workspace, base_url, events, "--estimate")
+    text = cli(workspace, base_url, events, "--estimate", seed=seed)
     found = TOTAL.search(text)
     assert found, "no total line in the estimate"
     calls, prompt, completion = map(int, found.groups())
@@ -65,30 +71,27 @@ def actual(workspace: Path) -> tuple[int, int]:
     return calls, tokens
 
 
-def measure(sizes: list[int], pilot: int) -> list[dict]:
+def measure(sizes: list[int], pilot: int, seed: int, port: int) -> list[dict]:
     rows = []
-    with OpenAIServer(latency=0.02, keep_requests=False) as server, tempfile.TemporaryDirectory() as tmp:
+    with OpenAIServer(latency=0.02, keep_requests=False, port=port) as server, tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             cold = Path(tmp) / f"cold-{n}"
-            guess = estimate(cold, server.base_url, n)
-            cli(cold, server.base_url, n)
+            guess = estimate(cold, server.base_url, n, seed)
+            cli(cold, server.base_url, n, seed=seed)
             got = actual(cold)
             piloted = Path(tmp) / f"pilot-{n}"
-            cli(piloted, server.base_url, pilot)
-            refined = estimate(piloted, server.base_url, n)
-            cli(piloted, server.base_url, n)
+            cli(piloted, server.base_url, pilot, seed=seed)
+            refined = estimate(piloted, server.base_url, n, seed)
+            cli(piloted, server.base_url, n, seed=seed)
             rows.append({"events": n, "cold": guess, "cold_actual": got,
                          "refined": refined, "refined_actual": actual(piloted)})
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 30, 100])
-    parser.add_argument("--pilot", type=int, default=5)
-    args = parser.parse_args()
-    rows = measure(args.sizes, args.pilot)
-    print("estimate / actual (airline, test server; calls, tokens = prompt + completion)")
+def report(rows: list[dict], pilot: int, seed: int) -> tuple[float, int, int]:
+    """Print one seed's table; its worst deviation after the pilot, and of its sizes, those
+    whose calls fell in the estimate's range and those with a range."""
+    print(f"seed {seed}: estimate / actual (airline, test server; calls, tokens = prompt + completion)")
     print(f"{'events':>6}  {'cold: calls':>22}  {'tokens':>26}  {'after a pilot: calls':>22}  {'tokens':>26}")
     worst = 0.0
     for r in rows:
@@ -100,10 +103,30 @@ def main() -> None:
             worst = max(worst, *(abs(est[i] / got[i] - 1) for i in (0, 1) if got[i])) \
                 if est is r["refined"] else worst
         print(f"{r['events']:>6}  " + "  ".join(cells))
-    print(f"after a pilot of {args.pilot} events: worst deviation {worst:.0%} (target 25 %)")
+    print(f"after a pilot of {pilot} events: worst deviation {worst:.0%} (target 25 %)")
     ranges = [(r["refined"][2], r["refined_actual"][0]) for r in rows if r["refined"][2]]
-    print(f"the calls the run made fell within the estimate's 95 % range in {sum(lo <= got <= hi for (lo, hi), got in ranges)} "
+    inside = sum(lo <= got <= hi for (lo, hi), got in ranges)
+    print(f"the calls the run made fell within the estimate's 95 % range in {inside} "
           f"of {len(ranges)} sizes (" + ", ".join(f"{got:,} in {lo:,}-{hi:,}" for (lo, hi), got in ranges) + ")")
+    return worst, inside, len(ranges)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 30, 100])
+    parser.add_argument("--pilot", type=int, default=5)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="Run seeds, one table each.")
+    parser.add_argument("--port", type=int, default=47615, help="The test server's port (part of each "
+                        "request's seed, so fixed for figures that repeat).")
+    args = parser.parse_args()
+    found = []
+    for seed in args.seeds:
+        found.append(report(measure(args.sizes, args.pilot, seed, args.port), args.pilot, seed))
+    if len(found) > 1:
+        worst = sorted(w for w, _, _ in found)
+        print(f"over {len(found)} seeds: worst deviation after the pilot, median {statistics.median(worst):.0%}, "
+              f"largest {worst[-1]:.0%} ({sum(w <= 0.25 for w in worst)} of {len(worst)} seeds within 25 %); "
+              f"calls within the 95 % range in {sum(i for _, i, _ in found)} of {sum(n for _, _, n in found)} sizes")
 
 
 if __name__ == "__main__":

@@ -366,11 +366,12 @@ def _blamed(exc: IntellagentError, source: Path, overrides: list[tuple[str, Any,
 
 def parse_value(text: str) -> Any:
     """A command-line value as YAML would read it (``40`` → 40, ``[2, 9]`` → a list)."""
-    from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
+    from intellagent.yamlio import safe_yaml
+
     try:
-        return YAML(typ="safe").load(text)
+        return safe_yaml().load(text)
     except YAMLError:
         return text
 

@@ -4,12 +4,15 @@ reports them: every fault of such a file is one ConfigError naming the file and 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor, SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from intellagent.bounds import MAX_YAML_VALUES
@@ -18,10 +21,55 @@ from intellagent.errors import ConfigError, IntellagentError
 M = TypeVar("M", bound=BaseModel)
 
 
+#: The most digits an integer of a file or a flag may have: Python refuses to read a longer one.
+MAX_DIGITS = sys.get_int_max_str_digits() or 4_300
+
+
+def too_many_digits(digits: int) -> str:
+    return f"a number of {digits:,} digits, past the bound of {MAX_DIGITS:,}"
+
+
+def _bounded_int(base: type) -> type:
+    """``base``, a ruamel constructor, whose integers past :data:`MAX_DIGITS` digits are a YAML
+    error at their line (Python's own ValueError has no line and ends the command as a crash)."""
+
+    class Bounded(base):  # type: ignore[misc, valid-type]
+        def construct_yaml_int(self, node: Any) -> Any:
+            try:
+                return super().construct_yaml_int(node)
+            except ValueError:
+                digits = sum(c.isdigit() for c in str(node.value))
+                raise ConstructorError(None, None, too_many_digits(digits), node.start_mark) from None
+
+    Bounded.add_constructor("tag:yaml.org,2002:int", Bounded.construct_yaml_int)
+    return Bounded
+
+
+_RoundTrip = _bounded_int(RoundTripConstructor)
+_Safe = _bounded_int(SafeConstructor)
+
+
 def _yaml() -> YAML:
     yaml = YAML(typ="rt")
+    yaml.Constructor = _RoundTrip
     yaml.allow_duplicate_keys = False
     return yaml
+
+
+def safe_yaml() -> YAML:
+    """A plain-data YAML reader (no line information) whose long integers are YAML errors too."""
+    yaml = YAML(typ="safe")
+    yaml.Constructor = _Safe
+    return yaml
+
+
+def json_number_fault(text: str) -> tuple[str, int | None] | None:
+    """Why ``json.loads(text)`` raised a ValueError that is not a syntax error, and the line: an
+    integer past :data:`MAX_DIGITS` digits (the first run of that many digits), else None."""
+    found = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), text)
+    if found is None:
+        return None
+    return too_many_digits(len(found.group())), text.count("\n", 0, found.start()) + 1
 
 
 def _read_text(path: Path, kind: str) -> str:
@@ -74,7 +122,8 @@ def json_lines(text: str, path: Path, *, error: type[IntellagentError] = ConfigE
         except RecursionError:
             raise error(f"{what}: nested too deeply", file=path, line=number) from None
         except ValueError as exc:  # e.g. an integer past Python's digit limit
-            raise error(f"{what}: {exc}", file=path, line=number) from None
+            fault = json_number_fault(line)
+            raise error(f"{what}: {fault[0] if fault else exc}", file=path, line=number) from None
         yield number, value
 
 
@@ -107,6 +156,10 @@ def read_json(path: str | Path) -> Any:
         raise ConfigError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
     except RecursionError:
         raise ConfigError("invalid JSON: nested too deeply", file=path) from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        fault = json_number_fault(text)
+        raise ConfigError(f"invalid JSON: {fault[0] if fault else exc}", file=path,
+                          line=fault[1] if fault else None) from None
 
 
 def line_of(data: Any, loc: tuple[Any, ...]) -> int | None:

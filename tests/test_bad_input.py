@@ -235,6 +235,16 @@ def seed_integer_past_64_bits(env):
     return "customers.json: item 0", "column 'credit' 100000000000000000000000 is out of range (integers are 64-bit)"
 
 
+def manifest_number_past_the_digit_limit(env):
+    edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.0\nsize: " + "9" * 5000)
+    return "environment.yaml:3", "invalid YAML: a number of 5,000 digits, past the bound of 4,300"
+
+
+def seed_number_past_the_digit_limit(env):
+    edit(env / "data" / "customers.json", '"credit": 10', '"credit": ' + "9" * 5000)
+    return "customers.json:", "invalid JSON: a number of 5,000 digits, past the bound of 4,300"
+
+
 def seed_json_nested_too_deeply(env):
     (env / "data" / "orders.jsonl").write_text('{"order_id": "o1", "customer_id": "c1", "items": '
                                               + "[" * 100_000 + "]" * 100_000 + "}\n")
@@ -323,7 +333,8 @@ SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_ma
                 tool_without_description, validator_with_the_wrong_signature,
                 validators_file_without_validators, validator_that_returns_its_complaint,
                 seed_primary_key_null, seed_primary_key_of_another_type, prompt_past_its_bound,
-                tool_description_past_its_bound, schema_without_tables]
+                tool_description_past_its_bound, schema_without_tables,
+                manifest_number_past_the_digit_limit, seed_number_past_the_digit_limit]
 
 
 @pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)

@@ -54,6 +54,8 @@ CASES = [
      "'report' is none of steps, llm, agent, executor, seed"),
     ("events: steps.specs.with.events", "Events: steps.specs.with.events", "p.yaml:7",
      "parameter name 'Events' must be lower-case letters, digits and '-'"),
+    ("with: {events: 3}", "with: {events: " + "9" * 5000 + "}", "p.yaml:5",
+     "invalid YAML: a number of 5,000 digits, past the bound of 4,300"),
 ]
 
 
@@ -72,3 +74,13 @@ def test_the_built_in_pipelines_still_validate(runner):
     for path in sorted(root.glob("*/pipeline.yaml")) + [root / "tooltalk" / "generate.yaml"]:
         result = runner.invoke(cli, ["validate", str(path)])
         assert result.exit_code == 0, (path, result.output)
+
+
+@pytest.mark.parametrize("flags,flag", [(["--events", "9" * 5000], "--events"),
+                                        (["--set", "seed=" + "9" * 5000], "--set seed")])
+def test_a_number_past_the_digit_limit_on_the_command_line_names_its_flag(flags, flag, runner, tmp_path):
+    """Python refuses to read an integer of more than 4,300 digits: such a value of a flag was an
+    internal error (exit 3), not bad input naming the flag."""
+    result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
+    assert_one_clean_line(result, flag, "Unable to parse input string as an integer")
+    assert not (tmp_path / "ws").exists()

@@ -11,7 +11,7 @@ from typing import Any
 
 from intellagent.environment.dbschema import Column, Table, value_problem
 from intellagent.errors import EnvironmentError_
-from intellagent.yamlio import json_lines
+from intellagent.yamlio import json_lines, json_number_fault
 
 SEED_SUFFIXES = (".json", ".jsonl", ".csv")
 
@@ -79,6 +79,10 @@ def read_seed(path: Path, table_name: str, table: Table) -> list[tuple[str, dict
             raise EnvironmentError_(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
         except RecursionError:
             raise EnvironmentError_("invalid JSON: nested too deeply", file=path) from None
+        except ValueError as exc:  # an integer past Python's digit limit
+            fault = json_number_fault(text)
+            raise EnvironmentError_(f"invalid JSON: {fault[0] if fault else exc}", file=path,
+                                    line=fault[1] if fault else None) from None
         if isinstance(data, dict):
             for key, record in data.items():
                 add(record, f"{table_name}[{key!r}]", key)

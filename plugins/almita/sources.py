@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from intellagent.errors import ConfigError
 from intellagent.model import StrictModel
-from intellagent.yamlio import check_expansion, line_of, read_yaml
+from intellagent.yamlio import check_expansion, line_of, read_yaml, safe_yaml
 from intellagent_plugins.almita.artefacts import Api, Intent, Procedure
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -136,7 +135,7 @@ def split_front_matter(text: str, path: Path) -> tuple[dict[str, Any], str]:
     if not found:
         return {}, text
     try:
-        meta = check_expansion(YAML(typ="safe").load(found.group(1)), path, 2) or {}
+        meta = check_expansion(safe_yaml().load(found.group(1)), path, 2) or {}
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(f"front matter is not valid YAML: {getattr(exc, 'problem', exc)}", file=path,

@@ -185,14 +185,15 @@ class PromptFiles:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
         try:
             return self._env.get_template(name).render(**values).strip()
-        except jinja2.exceptions.SecurityError as exc:
+        except (jinja2.exceptions.SecurityError, OverflowError) as exc:  # (a range past its bound)
             raise ConfigError(f"prompt file refused by the sandbox: {exc}", file=self.file(name)) from None
-        except jinja2.TemplateError as exc:
+        except (jinja2.TemplateError, RecursionError) as exc:  # (a macro calling itself without end)
             path = self.file(name)
             if not self.override or not path.is_relative_to(self.override):
                 raise  # a built-in template's fault is a bug, not bad input
             line = getattr(exc, "lineno", None)
-            raise ConfigError(f"prompt file failed to render: {exc}", file=path, line=line) from None
+            why = "a macro calls itself without end" if isinstance(exc, RecursionError) else exc
+            raise ConfigError(f"prompt file failed to render: {why}", file=path, line=line) from None
 
     def source(self, name: str) -> str:
         """Template ``name``'s text as written (for an estimate of its size, no value filled)."""

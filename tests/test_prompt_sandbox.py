@@ -63,6 +63,7 @@ BOMBS = {
                "{% endfor %}{{ ns.s }}", "'+' would make 1,048,576 characters"),
     "filter": ("{{ 'x' | center(10**10) }}", "'center' would make 10,000,000,000 characters"),
     "method": ("{{ 'x'.ljust(10**10) }}", "'ljust' would make 10,000,000,000 characters"),
+    "range": ("{% for i in range(10**9) %}{% endfor %}", "Range too big"),
 }
 
 
@@ -92,6 +93,18 @@ def test_a_prompt_file_that_is_no_template_is_refused(text, where, what, runner,
     result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
                                  "--workspace", "ws"])
     assert_one_clean_line(result, where, what)
+
+
+def test_a_prompt_file_whose_macro_calls_itself_without_end_names_the_file(runner, tmp_path, monkeypatch):
+    """It ended the run with 'internal error: RecursionError' (exit 3)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "task_and_flows.md").write_text(
+        "Find the flows.\n{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n")
+    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
+                                 "--workspace", "ws"])
+    assert_one_clean_line(result, "prompts/task_and_flows.md", "prompt file failed to render: a macro calls "
+                          "itself without end")
 
 
 def test_a_prompt_file_naming_a_value_the_step_does_not_give_names_the_file(runner, tmp_path, monkeypatch):

@@ -235,6 +235,13 @@ def seed_integer_past_64_bits(env):
     return "customers.json: item 0", "column 'credit' 100000000000000000000000 is out of range (integers are 64-bit)"
 
 
+def seed_file_linked_outside_the_folder(env):
+    elsewhere = env.parent / "elsewhere.json"
+    (env / "data" / "customers.json").rename(elsewhere)
+    (env / "data" / "customers.json").symlink_to(elsewhere)
+    return "data/customers.json", "seed file points outside the environment folder"
+
+
 def manifest_number_past_the_digit_limit(env):
     edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.0\nsize: " + "9" * 5000)
     return "environment.yaml:3", "invalid YAML: a number of 5,000 digits, past the bound of 4,300"
@@ -334,7 +341,8 @@ SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_ma
                 validators_file_without_validators, validator_that_returns_its_complaint,
                 seed_primary_key_null, seed_primary_key_of_another_type, prompt_past_its_bound,
                 tool_description_past_its_bound, schema_without_tables,
-                manifest_number_past_the_digit_limit, seed_number_past_the_digit_limit]
+                manifest_number_past_the_digit_limit, seed_number_past_the_digit_limit,
+                seed_file_linked_outside_the_folder]
 
 
 @pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)
@@ -575,3 +583,17 @@ def test_validate_checks_settings_given_without_a_pipeline_on_the_one_run_would_
     good = runner.invoke(cli, ["validate", "airline", "--model", "mock/schema"])
     assert good.exit_code == 0, good.output
     assert "mock/schema" in good.output  # the roles it resolved, as with --pipeline
+
+
+def test_a_seed_file_linked_inside_the_folder_or_a_data_flag_anywhere_is_read(shop, runner, tmp_path):
+    """Only a link out of the environment's own folder is refused: one to a file inside it is
+    read, and --data is the user's own folder, links and all."""
+    (shop / "data" / "customers.json").rename(shop / "customers-v2.json")
+    (shop / "data" / "customers.json").symlink_to(shop / "customers-v2.json")
+    assert runner.invoke(cli, ["validate", str(shop)]).exit_code == 0
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "customers.json").symlink_to(shop / "customers-v2.json")
+    shutil.copy(shop / "data" / "orders.jsonl", theirs / "orders.jsonl")
+    result = runner.invoke(cli, ["validate", str(shop), "--data", str(theirs)])
+    assert result.exit_code == 0, result.output

@@ -377,6 +377,8 @@ def _seed_files(folder: Path, manifest: EnvironmentManifest, schema: DatabaseSch
     found = {}
     for table in schema.tables:
         f = find_seed_file(seed_dir, table)
+        if f is not None and data is None and inside(folder, f) is None:  # a link to elsewhere
+            raise EnvironmentError_("seed file points outside the environment folder", file=f)
         if f is not None:
             found[table] = f
     what = "data folder" if data is not None else f"seed folder '{seed}'"

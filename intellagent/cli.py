@@ -130,9 +130,9 @@ class IntellagentGroup(click.Group):
         except click.ClickException as exc:
             click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
+        except click.Abort:  # Ctrl-C (click's form of KeyboardInterrupt): the run could not finish
+            click.echo("error: interrupted: run the same command again to go on where it stopped", err=True)
+            sys.exit(3)
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)

@@ -306,7 +306,8 @@ class Runner:
         except BaseException as exc:
             self.progress.close()
             self.store.flush()
-            self.store.set_run_status(self.run_id, "failed")
+            stopped = isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))  # Ctrl-C
+            self.store.set_run_status(self.run_id, "interrupted" if stopped else "failed")
             self.hook.on_run_error(run=self.handle, error=exc)
             raise
         finally:

@@ -84,6 +84,33 @@ def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
     assert len(made) == len(set(made)), "an answer paid for before the kill was paid again"
 
 
+@pytest.mark.slow  # interrupts a run in a subprocess
+def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path):
+    """Ctrl-C printed 'Aborted!' and exited 1, which says a gate failed, and left the run
+    'failed'; it is exit 3 (the run could not finish) with one line, the run 'interrupted', and
+    the same command again finishes it."""
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen(ARGS + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if (ws / "intellagent.db").exists() and finished(ws) >= 2:
+                break
+        except sqlite3.OperationalError:
+            pass
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    assert err.strip().splitlines() == ["error: interrupted: run the same command again to go on where it stopped"]
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        assert [s for s, in conn.execute("SELECT status FROM runs")] == ["interrupted"]
+    resumed = subprocess.run(ARGS + ["--workspace", str(ws)], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert finished(ws) == 24
+
+
 def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
     ws = ["--workspace", str(tmp_path)]
     stopped = runner.invoke(cli, ["run", "airline", "--events", "10", "--budget", "1.0", *PRICED, *ws])

@@ -130,7 +130,9 @@ class IntellagentGroup(click.Group):
         except click.ClickException as exc:
             click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:  # Ctrl-C (click's form of KeyboardInterrupt): the run could not finish
+        except click.Abort as exc:  # Ctrl-C (click's form of KeyboardInterrupt): the run could not finish
+            if isinstance(exc.__cause__, EOFError):  # click's form of an EOFError too: a fault, not Ctrl-C
+                raise exc.__cause__ from None
             click.echo("error: interrupted: run the same command again to go on where it stopped", err=True)
             sys.exit(3)
         if not standalone_mode:

@@ -242,6 +242,23 @@ def seed_file_linked_outside_the_folder(env):
     return "data/customers.json", "seed file points outside the environment folder"
 
 
+def seed_gz_cut_short(env):
+    import gzip
+    whole = gzip.compress((env / "data" / "customers.json").read_bytes())
+    (env / "data" / "customers.json").unlink()
+    (env / "data" / "customers.json.gz").write_bytes(whole[: len(whole) // 2])
+    return "customers.json.gz", "cannot read seed file: Compressed file ended before the end-of-stream"
+
+
+def seed_gz_corrupt_inside(env):
+    import gzip
+    whole = bytearray(gzip.compress((env / "data" / "customers.json").read_bytes() * 20))
+    whole[30:60] = b"\xff" * 30
+    (env / "data" / "customers.json").unlink()
+    (env / "data" / "customers.json.gz").write_bytes(bytes(whole))
+    return "customers.json.gz", "cannot read seed file: Error -3 while decompressing data"
+
+
 def manifest_number_past_the_digit_limit(env):
     edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.0\nsize: " + "9" * 5000)
     return "environment.yaml:3", "invalid YAML: a number of 5,000 digits, past the bound of 4,300"
@@ -342,7 +359,7 @@ SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_ma
                 seed_primary_key_null, seed_primary_key_of_another_type, prompt_past_its_bound,
                 tool_description_past_its_bound, schema_without_tables,
                 manifest_number_past_the_digit_limit, seed_number_past_the_digit_limit,
-                seed_file_linked_outside_the_folder]
+                seed_file_linked_outside_the_folder, seed_gz_cut_short, seed_gz_corrupt_inside]
 
 
 @pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)

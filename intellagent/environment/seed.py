@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def _read_text(path: Path) -> str:
         return raw.decode("utf-8")
     except FileNotFoundError:
         raise EnvironmentError_("seed file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:  # (a cut or corrupt .gz)
         raise EnvironmentError_(f"cannot read seed file: {exc}", file=path) from None
 
 

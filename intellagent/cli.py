@@ -919,9 +919,10 @@ def store_check(workspace: Path, store_url: str | None) -> None:
     """Check the store: its schema is one this version knows (migrated if older), every table and
     column is there, and (SQLite) the file passes SQLite's full integrity check. One line per
     problem and exit 2, or what it holds."""
-    from intellagent.store import STORE_VARIABLE, Store, safe_url
+    from intellagent.store import Store, safe_url
+    from intellagent.store import store_url as chosen_url
 
-    url = store_url or os.environ.get(STORE_VARIABLE)
+    url = chosen_url(store_url)
     if not url and not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
     opened = Store(url or f"sqlite:///{workspace / 'intellagent.db'}", check=False)
@@ -943,9 +944,9 @@ def _existing_workspace(workspace: Path, url: str | None = None, *, read_only: b
     """The store of a workspace that must already exist (for commands that read runs: opened
     read-only, so a workspace the user may not write still serves them): the one at ``url``
     (--store) or $INTELLAGENT_STORE when given."""
-    from intellagent.store import STORE_VARIABLE, Store
+    from intellagent.store import Store, store_url
 
-    url = url or os.environ.get(STORE_VARIABLE)
+    url = store_url(url)
     if url:
         return Store(url, read_only=read_only)
     if not (workspace / "intellagent.db").is_file():

@@ -204,7 +204,11 @@ class PipelineSpec(StrictModel):
     def _no_password(cls, value: str | None) -> str | None:
         if value is not None:
             from intellagent.store import url_password
+            from intellagent.store.connection import url_problem
 
+            problem = url_problem(value)
+            if problem:
+                raise ValueError(problem)
             if url_password(value):
                 raise ValueError("passwords are not accepted in YAML; give the URL without one and "
                                  "set PGPASSWORD (or ~/.pgpass), or pass the URL in INTELLAGENT_STORE")

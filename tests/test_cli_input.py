@@ -90,3 +90,19 @@ def test_a_value_that_used_to_pass_for_a_default_is_refused(args, where, what, r
     result = runner.invoke(cli, [*args, "--workspace", str(tmp_path / "ws")])
     assert_one_clean_line(result, where, what)
     assert not (tmp_path / "ws").exists()
+
+
+@pytest.mark.parametrize("command", [["run", "education", "--events", "1"], ["cost"], ["store", "check"]])
+def test_a_store_url_on_no_database_we_keep_a_store_on_names_where_it_came_from(command, runner, tmp_path,
+                                                                               monkeypatch):
+    """It said 'store: not a store URL: Can't load plugin: sqlalchemy.dialects:nosuch', and for
+    mysql:// to pip install intellagent[postgres], naming neither the flag nor the variable."""
+    ws = ["--workspace", str(tmp_path / "ws")]
+    result = runner.invoke(cli, [*command, *ws, "--store", "nosuch://host/db"])
+    assert_one_clean_line(result, "error: --store: ", "a store is on SQLite or PostgreSQL, not nosuch")
+    result = runner.invoke(cli, [*command, *ws, "--store", "::::"])
+    assert_one_clean_line(result, "error: --store: ", "not a store URL (expected sqlite:///FILE or postgresql://")
+    monkeypatch.setenv("INTELLAGENT_STORE", "mysql://me@host/db")
+    result = runner.invoke(cli, [*command, *ws])
+    assert_one_clean_line(result, "error: INTELLAGENT_STORE: ", "a store is on SQLite or PostgreSQL, not mysql")
+    assert not (tmp_path / "ws").exists()

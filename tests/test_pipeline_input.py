@@ -54,6 +54,8 @@ CASES = [
      "'report' is none of steps, llm, agent, executor, seed"),
     ("events: steps.specs.with.events", "Events: steps.specs.with.events", "p.yaml:7",
      "parameter name 'Events' must be lower-case letters, digits and '-'"),
+    ("llm:\n", "store: mysql://me@host/db\nllm:\n", "p.yaml:1",
+     "store: a store is on SQLite or PostgreSQL, not mysql"),
     ("with: {events: 3}", "with: {events: " + "9" * 5000 + "}", "p.yaml:5",
      "invalid YAML: a number of 5,000 digits, past the bound of 4,300"),
 ]

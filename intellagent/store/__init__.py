@@ -20,7 +20,7 @@ from intellagent.errors import IntellagentError
 from intellagent.store.calls import INSERT_CALL, CallLog
 from intellagent.store.connection import (HotConnection, normalize_url, read_only_args,
                                           read_only_url, safe_url, sqlite_begin, sqlite_pragmas,
-                                          sqlite_read_pragmas, url_password)
+                                          sqlite_read_pragmas, url_password, url_problem)
 from intellagent.store.items import ItemRecords
 from intellagent.store.leases import HOST, RELEASE, Leases
 from intellagent.store.runs import RunRecords
@@ -28,16 +28,29 @@ from intellagent.store.schema import (MIGRATIONS, LLMCallRow, StoreError, applie
                                       integrity_problems, migrate, schema_problems)
 
 __all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "Store", "normalize_url",
-           "open_store", "url_password"]
+           "open_store", "store_url", "url_password"]
 
 STORE_VARIABLE = "INTELLAGENT_STORE"
+
+
+def store_url(url: str | None = None, default: str | None = None) -> str | None:
+    """The store's URL: ``url`` (--store), else the ``INTELLAGENT_STORE`` environment variable,
+    else ``default`` (the pipeline's ``store:``, checked with the pipeline); one that cannot be a
+    store's is refused naming the flag or the variable it came from."""
+    for value, where in ((url, "--store"), (os.environ.get(STORE_VARIABLE), STORE_VARIABLE)):
+        if value:
+            problem = url_problem(value)
+            if problem:
+                raise IntellagentError(problem, item=where)
+            return value
+    return default
 
 
 def open_store(workspace: str | Path, url: str | None = None, default: str | None = None) -> "Store":
     """The store of a run: ``url`` (--store), else the ``INTELLAGENT_STORE`` environment
     variable, else ``default`` (the pipeline's ``store:``), else ``intellagent.db`` in the
     workspace."""
-    url = url or os.environ.get(STORE_VARIABLE) or default
+    url = store_url(url, default)
     if url:
         Path(workspace).mkdir(parents=True, exist_ok=True)  # reports still go to the workspace
         return Store(url)

@@ -20,6 +20,23 @@ def url_password(url: str) -> str | None:
         return None
 
 
+#: The databases a store may be on (SQLAlchemy backend names).
+BACKENDS = ("sqlite", "postgresql")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a store's URL (it is no URL, or names a database IntellAgent does
+    not keep a store on), or None."""
+    try:
+        backend = sa.engine.make_url(url).get_backend_name()
+    except Exception:
+        return "not a store URL (expected sqlite:///FILE or postgresql://USER@HOST/DATABASE)"
+    if backend not in BACKENDS:
+        return (f"a store is on SQLite or PostgreSQL, not {backend} (expected sqlite:///FILE or "
+                "postgresql://USER@HOST/DATABASE)")
+    return None
+
+
 def normalize_url(url: str) -> str:
     """``postgresql://`` and ``postgres://`` mean the psycopg (3) driver, the one
     ``intellagent[postgres]`` installs."""

@@ -388,7 +388,7 @@ def _set_overrides(settings: tuple[str, ...]) -> list[tuple[str, Any, str]]:
         if not eq or not key:
             raise IntellagentError("expected KEY=VALUE, e.g. --set steps.STEP.with.OPTION=VALUE",
                                    item=f"--set {item}")
-        out.append((key.strip(), parse_value(value), f"--set {key.strip()}"))
+        out.append((key.strip(), parse_value(value, f"--set {key.strip()}"), f"--set {key.strip()}"))
     return out
 
 

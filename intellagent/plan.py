@@ -311,7 +311,7 @@ def plan_from_data(raw: Any, source: Path, registry: Registry, *,
             known = ", ".join(f"--{p}" for p in declared) or "none"
             raise IntellagentError(f"no such option (this pipeline's parameters: {known})",
                                    item=f"--{name}")
-        overrides.insert(0, (str(declared[name]), parse_value(text), f"--{name}"))
+        overrides.insert(0, (str(declared[name]), parse_value(text, f"--{name}"), f"--{name}"))
     overrides = _expand(raw, overrides)
     original = copy.deepcopy(raw) if overrides else raw  # what the file itself says
     supplied = frozenset(supplied)
@@ -364,16 +364,21 @@ def _blamed(exc: IntellagentError, source: Path, overrides: list[tuple[str, Any,
     return exc
 
 
-def parse_value(text: str) -> Any:
-    """A command-line value as YAML would read it (``40`` → 40, ``[2, 9]`` → a list)."""
+def parse_value(text: str, flag: str | None = None) -> Any:
+    """A command-line value as YAML would read it (``40`` → 40, ``[2, 9]`` → a list); one whose
+    aliases expand past the bound of a YAML file is refused naming ``flag``."""
     from ruamel.yaml.error import YAMLError
 
-    from intellagent.yamlio import safe_yaml
+    from intellagent.yamlio import check_expansion, safe_yaml
 
     try:
-        return safe_yaml().load(text)
+        value = safe_yaml().load(text)
     except YAMLError:
         return text
+    try:
+        return check_expansion(value, None)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, item=flag) from None
 
 
 def model_overrides(model: str, flag: str = "--model") -> list[tuple[str, Any, str]]:

@@ -86,3 +86,19 @@ def test_a_number_past_the_digit_limit_on_the_command_line_names_its_flag(flags,
     result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
     assert_one_clean_line(result, flag, "Unable to parse input string as an integer")
     assert not (tmp_path / "ws").exists()
+
+
+BOMB = ("[&a [x,x,x,x,x,x,x,x,x,x], &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b], "
+        "&d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d], "
+        "&f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e], &g [*f,*f,*f,*f,*f,*f,*f,*f,*f,*f], *g]")
+
+
+@pytest.mark.parametrize("flags,flag", [
+    (["--set", "llm.roles.agent={model: gpt-4o-mini, options: {extra: " + BOMB + "}}"], "--set llm.roles.agent"),
+    (["--events", BOMB], "--events")])
+def test_an_alias_bomb_on_the_command_line_is_refused_naming_its_flag(flags, flag, runner, tmp_path):
+    """A value of a flag is YAML too: ten million values from one line passed validate and hung
+    the run (40 s and counting, expanding them to store the run's config)."""
+    result = runner.invoke(cli, ["run", "education", "--workspace", str(tmp_path / "ws"), *flags])
+    assert_one_clean_line(result, f"error: {flag}: ", "its aliases expand to more than 1,000,000 values")
+    assert not (tmp_path / "ws").exists()

@@ -21,6 +21,10 @@ MAX_CHARS = 1_000_000
 #: repeating the last ten times, make a billion (validating them took over 2 minutes and 1.4 GB).
 MAX_YAML_VALUES = 1_000_000
 
+#: Bytes of one seed file, once decompressed: a .gz of 100 KB can hold a gigabyte (τ-bench's
+#: largest seed file is 1.4 MB; every event copies the seed database).
+MAX_SEED_BYTES = 100_000_000
+
 #: Seconds of any one timeout or back-off.
 MAX_SECONDS = 3_600
 

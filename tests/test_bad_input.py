@@ -259,6 +259,16 @@ def seed_gz_corrupt_inside(env):
     return "customers.json.gz", "cannot read seed file: Error -3 while decompressing data"
 
 
+def seed_gz_bomb(env):
+    import zlib
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # a gzip stream, written in pieces
+    block = b" " * 10_000_000
+    bomb = b"".join(packer.compress(block) for _ in range(11)) + packer.flush()
+    (env / "data" / "customers.json").unlink()
+    (env / "data" / "customers.json.gz").write_bytes(bomb)  # 107 KB, 110 MB decompressed
+    return "customers.json.gz", "seed file holds more than 100,000,000 bytes once decompressed, past the bound"
+
+
 def manifest_number_past_the_digit_limit(env):
     edit(env / "environment.yaml", "version: 0.1.0", "version: 0.1.0\nsize: " + "9" * 5000)
     return "environment.yaml:3", "invalid YAML: a number of 5,000 digits, past the bound of 4,300"
@@ -359,7 +369,8 @@ SILENT_CASES = [empty_prompt, empty_data_folder, seed_file_for_no_table, seed_ma
                 seed_primary_key_null, seed_primary_key_of_another_type, prompt_past_its_bound,
                 tool_description_past_its_bound, schema_without_tables,
                 manifest_number_past_the_digit_limit, seed_number_past_the_digit_limit,
-                seed_file_linked_outside_the_folder, seed_gz_cut_short, seed_gz_corrupt_inside]
+                seed_file_linked_outside_the_folder, seed_gz_cut_short, seed_gz_corrupt_inside,
+                seed_gz_bomb]
 
 
 @pytest.mark.parametrize("case", SILENT_CASES, ids=lambda c: c.__name__)

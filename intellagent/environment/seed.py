@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from intellagent.bounds import MAX_SEED_BYTES
 from intellagent.environment.dbschema import Column, Table, value_problem
 from intellagent.errors import EnvironmentError_
 from intellagent.yamlio import json_lines, json_number_fault
@@ -39,10 +40,15 @@ def find_seed_file(folder: Path, table: str) -> Path | None:
 
 
 def _read_text(path: Path) -> str:
+    """The seed file's text, decompressed once past :data:`MAX_SEED_BYTES` (a small .gz may
+    hold a gigabyte) is refused."""
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
+        with (gzip.open(path) if path.suffix == ".gz" else path.open("rb")) as fh:
+            raw = fh.read(MAX_SEED_BYTES + 1)
+        if len(raw) > MAX_SEED_BYTES:
+            raise EnvironmentError_(f"seed file holds more than {MAX_SEED_BYTES:,} bytes"
+                                    f"{' once decompressed' if path.suffix == '.gz' else ''}, past "
+                                    "the bound", file=path)
         return raw.decode("utf-8")
     except FileNotFoundError:
         raise EnvironmentError_("seed file not found", file=path) from None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -70,6 +72,24 @@ def _warn(line: str) -> None:
     click.echo(f"warning: {line}", err=True)
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM raises SIGINT, so it ends as Ctrl-C does (the run marked
+    'interrupted', what was paid for kept, exit 3) instead of killing the process mid-write.
+    Only where SIGTERM has its default action, in the main thread; restored after."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 class IntellagentGroup(click.Group):
     """Adds plugin commands, and turns bad input into one line and exit code 2."""
 
@@ -117,9 +137,11 @@ class IntellagentGroup(click.Group):
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Click's own, except that a usage error (an unknown option, a value out of its range)
-        is one line like every other bad input, not click's usage block."""
+        is one line like every other bad input, not click's usage block. A SIGTERM (a CI job
+        cancelled, a container stopped) is taken as Ctrl-C: the run is left 'interrupted', exit 3."""
         try:
-            result = super().main(*args, standalone_mode=False, **kwargs)
+            with _terminate_as_interrupt():
+                result = super().main(*args, standalone_mode=False, **kwargs)
         except NO_ARGS as exc:  # a bare `intellagent`: the help, as click shows it
             exc.show()
             sys.exit(exc.exit_code)

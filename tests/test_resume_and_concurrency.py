@@ -85,10 +85,12 @@ def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
 
 
 @pytest.mark.slow  # interrupts a run in a subprocess
-def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path):
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path, sent):
     """Ctrl-C printed 'Aborted!' and exited 1, which says a gate failed, and left the run
     'failed'; it is exit 3 (the run could not finish) with one line, the run 'interrupted', and
-    the same command again finishes it."""
+    the same command again finishes it. A SIGTERM (a cancelled CI job) killed the process with
+    143 and left the run 'running': it ends the same way."""
     ws = tmp_path / "ws"
     proc = subprocess.Popen(ARGS + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -100,7 +102,7 @@ def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path):
         except sqlite3.OperationalError:
             pass
         time.sleep(0.01)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sent)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
     assert err.strip().splitlines() == ["error: interrupted: run the same command again to go on where it stopped"]

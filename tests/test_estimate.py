@@ -464,6 +464,15 @@ def made(ws: Path) -> tuple[dict[str, int], dict[str, int]]:
     return items, calls
 
 
+def estimated_then_made(runner, args: list[str], ws: Path) -> tuple[dict[str, dict], dict[str, int], dict[str, int]]:
+    """The cold estimate of ``intellagent ARGS`` (its rows), then the run: its items and calls per step."""
+    found = runner.invoke(cli, [*args, "--estimate"])
+    assert found.exit_code == 0, found.output
+    result = runner.invoke(cli, args)
+    assert result.exit_code in (0, 1), result.output
+    return (rows_of(found.output), *made(ws))
+
+
 def rows_of(output: str) -> dict[str, dict]:
     return {m[1]: {"items": int(m[2]) + int(m[3]), "calls": int(m[4]), "tokens": int(m[5]) + int(m[6])}
             for line in output.splitlines() if (m := ROW.match(line))}
@@ -477,12 +486,7 @@ def test_almitas_cold_estimate_counts_the_items_its_run_makes(runner, tmp_path):
     and is within 25 % of its calls."""
     args = ["run", "almita", "--pipeline", "almita", "--paths", "2", "--model", "mock/function",
             "--set", "llm.default.options.function=tests.almita_script:answer", "--workspace", str(tmp_path / "ws")]
-    found = runner.invoke(cli, [*args, "--estimate"])
-    assert found.exit_code == 0, found.output
-    rows = rows_of(found.output)
-    result = runner.invoke(cli, args)
-    assert result.exit_code in (0, 1), result.output
-    items, calls = made(tmp_path / "ws")
+    rows, items, calls = estimated_then_made(runner, args, tmp_path / "ws")
     for step in ("intents", "procedures", "apis", "flowgraphs", "graphs", "noisy", "paths", "conversations", "tests"):
         assert rows[step]["items"] == items[step], (step, rows[step], items[step])
         assert rows[step]["calls"] == calls.get(step, 0) or step == "noisy", (step, rows[step], calls.get(step))
@@ -500,12 +504,7 @@ def test_tooltalk_generations_cold_estimate_counts_its_scenarios_and_the_writers
     args = ["run", "tooltalk", "--pipeline", "tooltalk-generate", "--requests", "4", "--scenarios", "1",
             "--set", "llm.default.model=mock/function", "--set", "llm.default.options.function=tests.tooltalk_writer:reply",
             "--agent", "tooltalk/oracle", "--workspace", str(tmp_path / "ws")]
-    found = runner.invoke(cli, [*args, "--estimate"])
-    assert found.exit_code == 0, found.output
-    rows = rows_of(found.output)
-    result = runner.invoke(cli, args)
-    assert result.exit_code in (0, 1), result.output
-    items, calls = made(tmp_path / "ws")
+    rows, items, calls = estimated_then_made(runner, args, tmp_path / "ws")
     for step in ("subsets", "scenarios", "conversations"):
         assert rows[step]["items"] == items[step], (step, rows[step], items[step])
     assert rows["scenarios"]["calls"] == calls["scenarios"]
@@ -538,12 +537,7 @@ def test_apigen_mts_cold_estimate_counts_its_tasks_and_every_candidate_of_a_user
             "--set", "llm.default.model=mock/function",
             "--set", "llm.default.options.function=tests.test_estimate:distinct_candidates",
             "--set", "steps.contexts.with.user_pool=2", "--workspace", str(tmp_path / "ws")]
-    found = runner.invoke(cli, [*args, "--estimate"])
-    assert found.exit_code == 0, found.output
-    rows = rows_of(found.output)
-    result = runner.invoke(cli, args)
-    assert result.exit_code in (0, 1), result.output
-    items, calls = made(tmp_path / "ws")
+    rows, items, calls = estimated_then_made(runner, args, tmp_path / "ws")
     for step in ("blueprints", "combined", "events", "dialogs"):
         assert rows[step]["items"] == items[step], (step, rows[step], items[step])
     for step in ("blueprints", "combined"):

@@ -217,8 +217,8 @@ class GuardedAgent:
 class BrokenAgent:
     """An agent whose construction raised: every turn is that agent-error."""
 
-    def __init__(self, error: BaseException) -> None:
-        self.error = f"the agent could not be made: {type(error).__name__}: {error}"
+    def __init__(self, error: BaseException, message: str | None = None) -> None:
+        self.error = message or f"the agent could not be made: {type(error).__name__}: {error}"
 
     async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
         return AgentTurn(error=self.error)

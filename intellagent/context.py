@@ -102,6 +102,7 @@ class StepContext:
     recorded: Any = field(repr=False, default=None)
     _store: Store = field(repr=False, default=None)  # type: ignore[assignment]
     _agent: Callable[..., Any] | None = field(repr=False, default=None)
+    _mutants: list[Any] = field(repr=False, default_factory=list)  # a mutant run's, one a conversation
     _memo_scope: Any = field(repr=False, default=None)
 
     @property

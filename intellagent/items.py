@@ -25,7 +25,7 @@ from intellagent.environment import Environment
 from intellagent.errors import IntellagentError
 from intellagent.hashing import content_hash, text_hash
 from intellagent.llm import LLM
-from intellagent.mutants import MutatedAgent
+from intellagent.mutants import MUTANT_FAILED, Mutant, MutatedAgent, mutant_raised
 from intellagent.offload import Offload
 from intellagent.plan import Plan, PlannedStep
 from intellagent.replay import Recording
@@ -210,6 +210,9 @@ class ItemMaker:
                 self.on_error(step, exc)
                 raise
             refused = ctx.llm.refused_for_budget
+            failed = sorted({m.failed for m in ctx._mutants if m.failed})
+            if failed:  # the mutant's own bug, not a fault of the agent's: said on the item
+                out = out.model_copy(update={"warnings": [*out.warnings, *(MUTANT_FAILED + f for f in failed)]})
         if refused and out.status == "infra-error":  # not a fault: the budget stopped a call
             out = out.model_copy(update={"status": "budget-exhausted", "note": self.llm.budget_message()})
         problem = undeclared(step, out.scores)
@@ -254,15 +257,23 @@ class ItemMaker:
                 try:
                     agent = agent_cls(config, agent_ctx, known)
                     agent.setup = self.agent
-                    if mutant is not None:
-                        # the harness's fault around the agent, its choices drawn from the item,
-                        # inside the guard: a mutant that raises is an agent that raised
-                        agent = MutatedAgent(agent, mutant.value(self.env, agent_ctx.rng("mutant", mutant.name)))
-                    return GuardedAgent(agent)
                 except IntellagentError:
                     raise
-                except Exception as exc:  # a bug in the agent's (or mutant's) plugin: this dialog's agent-error
+                except Exception as exc:  # a bug in the agent's plugin: this dialog's agent-error
                     return BrokenAgent(exc)
+                if mutant is not None:
+                    # the harness's fault around the agent, its choices drawn from the item; what
+                    # the mutant raises fails the turn and is remembered (no fault the suite caught)
+                    try:
+                        made = mutant.value(self.env, agent_ctx.rng("mutant", mutant.name))
+                    except Exception as exc:
+                        made = Mutant(self.env, agent_ctx.rng("mutant", mutant.name))  # carries the failure
+                        ctx._mutants.append(made)
+                        name = getattr(mutant.value, "name", "") or mutant.name
+                        return BrokenAgent(exc, mutant_raised(made, "its construction", exc, name))
+                    ctx._mutants.append(made)
+                    agent = MutatedAgent(agent, made)
+                return GuardedAgent(agent)
 
             ctx._agent = make
         return ctx

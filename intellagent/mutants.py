@@ -18,6 +18,10 @@ from intellagent.agent import AgentTurn
 from intellagent.environment import Database, Environment
 from intellagent.environment.tools import Tool, ToolResult
 
+#: The warning an item carries when its mutant raised: the item failed by the mutant's own bug,
+#: which is no fault the suite caught (:mod:`intellagent.mutation` leaves such items out).
+MUTANT_FAILED = "the mutant raised: "
+
 
 class Mutant:
     """Base class of mutants. One instance serves one conversation; ``rng`` is derived from the
@@ -28,6 +32,7 @@ class Mutant:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     version: ClassVar[str] = "1"
+    failed: str | None = None  # what the mutant raised in this conversation (set by the harness)
 
     def __init__(self, env: Environment, rng: random.Random) -> None:
         self.env = env
@@ -53,6 +58,32 @@ class Mutant:
         return result
 
 
+def mutant_raised(mutant: Any, where: str, exc: BaseException, name: str = "") -> str:
+    """The error of a turn whose mutant raised (in ``where``), remembered on the mutant."""
+    name = name or getattr(mutant, "name", "") or type(mutant).__name__
+    mutant.failed = f"the mutant {name} raised {type(exc).__name__}: {exc} (in {where})"
+    return mutant.failed
+
+
+class _AgentSide:
+    """The agent as a mutant's :meth:`Mutant.turn` calls it: what the agent itself raises is
+    told apart from what the mutant raises."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.raised: BaseException | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.agent, name)
+
+    async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
+        try:
+            return await self.agent.step(messages, tools)
+        except BaseException as exc:
+            self.raised = exc
+            raise
+
+
 class MutatedAgent:
     """An agent with a mutant's fault around it. The live session hands the mutant the
     conversation's toolbox (:meth:`bind`), whose calls then go through the mutant."""
@@ -69,4 +100,10 @@ class MutatedAgent:
         self.mutant.db = toolbox.db
 
     async def step(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AgentTurn:
-        return await self.mutant.turn(self.agent, messages, tools)
+        agent = _AgentSide(self.agent)
+        try:
+            return await self.mutant.turn(agent, messages, tools)
+        except Exception as exc:
+            if exc is agent.raised:  # the agent's own: its agent-error, as without a mutant
+                raise
+            return AgentTurn(error=mutant_raised(self.mutant, "turn", exc))

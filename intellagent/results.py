@@ -28,6 +28,7 @@ class RunItem:
     key: str
     payload: str | None = None
     warnings: list[str] = field(default_factory=list)
+    value_hash: str = ""  # the item's value's identity (the same value, the same hash)
 
 
 _SCORES = TypeAdapter(list[Score])  # an item's scores are read in one call, not score by score
@@ -57,7 +58,8 @@ class RunData:
             scores = _SCORES.validate_json(row["scores"]) if row["scores"] else []
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
                           note=row["note"] or "", scores=scores, key=row["key"],
-                          payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"))
+                          payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"),
+                          value_hash=row.get("value_hash") or "")
 
     def scores(self, name: str | None = None, step: str | None = None) -> Iterator[tuple[RunItem, Score]]:
         for item in self.items(step, scored=True):

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from intellagent.agent import Agent, GuardedAgent
-from intellagent.mutants import MutatedAgent
+from intellagent.mutants import MutatedAgent, mutant_raised
 from intellagent.environment import Database, Environment
 from intellagent.environment.tools import ToolResult
 from intellagent.events import Clock, Observe, ToolCallDone
@@ -130,9 +130,7 @@ class ToolBox:
         try:
             return getattr(self.mutant, method)(*args)
         except Exception as exc:
-            name = getattr(self.mutant, "name", "") or type(self.mutant).__name__
-            raise MutantFailed(f"the mutant {name} raised {type(exc).__name__}: {exc} "
-                               f"(in {method})") from None
+            raise MutantFailed(mutant_raised(self.mutant, method, exc)) from None
 
     async def acall(self, name: str, arguments: str | dict[str, Any], call_id: str = "") -> ToolCallRecord:
         """Run a call off the event loop (when the box has an ``offload``); raise

@@ -269,7 +269,7 @@ def test_a_mutant_named_twice_runs_once_and_no_name_is_refused(runner, shop, tmp
         assert "--mutants" in result.output and "no mutant name given" in result.output
 
 
-# -- a third-party mutant that raises: its dialog's agent-error, never a crashed run -----------
+# -- a third-party mutant that raises: its dialog's agent-error, never a crashed run, nor a kill --
 
 class RaisesInTurn(Mutant):
     name = "raises-in-turn"
@@ -292,22 +292,84 @@ class RaisesInResult(Mutant):
         raise ValueError("result broke")
 
 
-def test_a_mutant_that_raises_is_its_dialogs_agent_error(runner, shop, tmp_path):
+class RaisesWhenMade(Mutant):
+    name = "raises-when-made"
+
+    def __init__(self, env, rng):
+        raise OSError("cannot be made")
+
+
+def test_a_mutant_that_raises_fails_its_dialog_but_kills_nothing(runner, shop, tmp_path):
     broken = types.ModuleType("broken_mutants")
     broken.INTELLAGENT_NAMESPACE = "acme"
     broken.register_mutants = hookimpl(lambda register: [register(m) for m in (
-        RaisesInTurn, RaisesInArguments, RaisesInResult)])
-    result = mutate(runner, shop, tmp_path, "--mutants", "acme/raises-in-turn,acme/raises-in-arguments,"
-                    "acme/raises-in-result", "--json", plugins=(broken,))
+        RaisesInTurn, RaisesInArguments, RaisesInResult, RaisesWhenMade)])
+    names = "acme/raises-in-turn,acme/raises-in-arguments,acme/raises-in-result,acme/raises-when-made"
+    result = mutate(runner, shop, tmp_path, "--mutants", names, "--json", plugins=(broken,))
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
-    for name, what in (("raises-in-turn", "RuntimeError: turn broke"),
-                       ("raises-in-arguments", "KeyError: 'arguments broke'"),
-                       ("raises-in-result", "ValueError: result broke")):
+    for name, what in (("raises-in-turn", "RuntimeError: turn broke (in turn)"),
+                       ("raises-in-arguments", "KeyError: 'arguments broke' (in arguments)"),
+                       ("raises-in-result", "ValueError: result broke (in result)"),
+                       ("raises-when-made", "OSError: cannot be made (in its construction)")):
         dialog = dialog_of(tmp_path / "ws", found[f"acme/{name}"]["run_id"])
-        assert dialog["stop_reason"] == "agent-error", (name, dialog)
-        assert what in dialog["error"], (name, dialog["error"])
-        assert found[f"acme/{name}"]["killed"] == ["S1"]  # the suite sees the broken agent
+        assert dialog["stop_reason"] == "agent-error", (name, dialog)  # the turn fails, the run goes on
+        assert f"the mutant {name} raised {what}" in dialog["error"], (name, dialog["error"])
+        # the mutant's own bug is no fault the suite caught: listed apart, out of the rate
+        assert found[f"acme/{name}"]["killed"] == [] and found[f"acme/{name}"]["n"] == 0, name
+        assert what in found[f"acme/{name}"]["mutant_errors"]["S1"], name
+    again = mutate(runner, shop, tmp_path, "--mutants", names, plugins=(broken,))
+    assert "raises-in-turn: killed 0 of 0 passing item(s)" in again.stdout
+    assert "1 failed because the mutant raised (not counted)" in again.stdout
+    assert "not counted, the mutant raised: S1: the mutant raises-in-turn raised RuntimeError" in again.stdout
+    assert "mutation score: 0/0 mutants killed (–)" in again.stdout
+
+
+class AgentRaises(Mutant):
+    """A mutant whose turn lets what the agent raises through: the agent's error, not the mutant's."""
+    name = "agent-raises"
+
+    async def turn(self, agent, messages, tools) -> AgentTurn:
+        return await agent.step([], tools)  # shop_agent reads messages[-1]: IndexError
+
+
+def test_what_the_agent_raises_under_a_mutant_stays_the_agents_error(runner, shop, tmp_path):
+    module = types.ModuleType("agent_raises")
+    module.INTELLAGENT_NAMESPACE = "acme"
+    module.register_mutants = hookimpl(lambda register: register(AgentRaises))
+    result = mutate(runner, shop, tmp_path, "--mutants", "acme/agent-raises", "--json", plugins=(module,))
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)["acme/agent-raises"]
+    dialog = dialog_of(tmp_path / "ws", found["run_id"])
+    assert dialog["stop_reason"] == "agent-error" and "the mutant" not in dialog["error"], dialog["error"]
+    assert found["killed"] == ["S1"] and found["mutant_errors"] == {}
+
+
+class Noop(Mutant):
+    """A mutant whose fault changes nothing: equivalent to the agent."""
+    name = "noop"
+
+
+def test_an_equivalent_mutant_is_left_out_of_the_score_and_survivors_say_why(runner, shop, tmp_path):
+    module = types.ModuleType("noop")
+    module.INTELLAGENT_NAMESPACE = "acme"
+    module.register_mutants = hookimpl(lambda register: register(Noop))
+    result = mutate(runner, shop, tmp_path, "--mutants", "drop-writes,leak,acme/noop", "--json", plugins=(module,))
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["acme/noop"]["why_survived"] == {"S1": "its dialog is the agent's own: the fault never applied"}
+    assert found["leak"]["why_survived"] == {"S1": "the fault changed its dialog, and no check failed"}
+    assert (found["acme/noop"]["changed"], found["leak"]["changed"], found["drop-writes"]["changed"]) == (0, 1, 1)
+    result = mutate(runner, shop, tmp_path, "--mutants", "drop-writes,leak,acme/noop", plugins=(module,))
+    assert "noop: killed 0 of 1 passing item(s)" in result.stdout
+    assert "its fault changed no dialog (equivalent here)" in result.stdout
+    assert "survived (the fault changed its dialog, and no check failed): S1" in result.stdout
+    page = max((p for p in (tmp_path / "ws").glob("runs/*/report.html") if "id=mutants" in p.read_text()),
+               key=lambda p: p.stat().st_mtime).read_text()
+    assert "the fault never applied: <code>S1</code>" in page and "no check failed: <code>S1</code>" in page
+    # the score counts drop-writes (killed) and leak (survived), not the mutant that changed nothing
+    assert ("mutation score: 1/2 mutants killed (50%); 1 item(s) pass with the agent itself; "
+            "not scored: acme/noop (its fault changed no dialog: equivalent to the agent here)") in result.stdout
 
 
 # -- an agent behind HTTP, the harness running its calls or the agent running them over MCP ------

@@ -28,16 +28,23 @@ def mutation_section(report: Any) -> str:
              "harness side; it <i>kills</i> an item that passes with the agent and fails with the "
              "fault. The kill rate's interval is Wilson's 95 %.</p>",
              "<table><tr><th>mutant</th><th>fault</th><th>killed</th><th>kill rate</th>"
-             "<th>caught by</th><th>metrics that fell</th><th>killed items</th></tr>"]
+             "<th>caught by</th><th>metrics that fell</th><th>killed items</th><th>survived, and why</th></tr>"]
     for result in found.mutants.values():
         rate = Rate.of(len(result.killed), result.n)
         caught = ", ".join(f"{_e(k)} ×{n}" for k, n in result.caught_by.items()) or "–"
         fell = ", ".join(f"{_e(k)} {_e(v)}" for k, v in result.metrics.items()) or "–"
         items = ", ".join(_e(i) for i in result.killed[:50]) + (" …" if len(result.killed) > 50 else "")
-        css = "pass" if result.killed else "fail"
-        parts.append(f"<tr><td class={css}>{_e(result.mutant)}</td><td>{_e(result.description)}</td>"
+        why: dict[str, list[str]] = {}
+        for key in result.survived:
+            why.setdefault(result.why_survived.get(key, ""), []).append(key)
+        for key in result.mutant_errors:
+            why.setdefault("the mutant raised: not counted", []).append(key)
+        survived = "<br>".join(f"{_e(reason or 'survived')}: <code>{', '.join(_e(i) for i in keys[:50])}"
+                               f"{' …' if len(keys) > 50 else ''}</code>" for reason, keys in why.items()) or "–"
+        css = " class=pass" if result.killed else "" if result.equivalent else " class=fail"
+        parts.append(f"<tr><td{css}>{_e(result.mutant)}</td><td>{_e(result.description)}</td>"
                      f"<td class=num>{len(result.killed)}/{result.n}</td><td class=num>{_e(rate.text())}</td>"
-                     f"<td>{caught}</td><td>{fell}</td><td><code>{items}</code></td></tr>")
+                     f"<td>{caught}</td><td>{fell}</td><td><code>{items}</code></td><td>{survived}</td></tr>")
     parts.append("</table></section>\n")
     return "".join(parts)
 

@@ -424,3 +424,33 @@ def test_mutants_wrap_an_agent_behind_http(runner, shop, tmp_path, mcp):
     assert [c["name"] for c in tool_calls(dropped)] == ["get_customer", "add_credit"]  # the agent's calls, as it made them
     assert dropped["db_diff"]["tables"] == {}
     assert list(wrong["db_diff"]["tables"]["customers"]["changed"]) == ["c2"]
+
+
+def test_mutating_a_black_box_agent_again_asks_it_again(runner, shop, tmp_path):
+    """An HTTP agent without a version may have changed behind its URL: a second `mutate` reuses
+    the items before the agent, never its dialogs (its own or a mutant's)."""
+    from tests.test_mcp_a2a_agents import Served
+
+    served = Served(http_shop_agent(False))
+    try:
+        pipeline = tmp_path / "pipeline.yaml"
+        pipeline.write_text(PIPELINE.replace('use: python, with: {callable: "tests.test_mutants:shop_agent", version: "1"}',
+                                             f"use: http, with: {{url: '{served.base}/'}}"))
+        runs = []
+        for _ in range(2):
+            result = runner.invoke(cli, ["mutate", str(shop), "--pipeline", str(pipeline), "--workspace",
+                                         str(tmp_path / "ws"), "--json", "--mutants", "drop-writes"],
+                                   obj={"plugins": (briefs_plugin(),)})
+            assert result.exit_code == 0, result.output
+            found = json.loads(result.stdout)["drop-writes"]
+            assert found["killed"] == ["S1"]
+            runs.append(found["run_id"])
+    finally:
+        served.close()
+    store = Store.for_workspace(tmp_path / "ws")
+
+    def keys(run_id, step):
+        return {row["item"]: row["key"] for row in store.run_items(run_id, step)}
+
+    assert keys(runs[0], "briefs") == keys(runs[1], "briefs")
+    assert keys(runs[0], "dialogs")["S1"] != keys(runs[1], "dialogs")["S1"]

@@ -4,7 +4,8 @@ dialogs (``intellagent calibrate RUN --labels FILE``).
 A labels file (CSV or JSONL) has one row per judgement a person made: ``item`` (an item of the
 run, ``E0004``), ``violated`` (true or false) and, for a judgement of one thing within the item,
 a column named as the label that score declares as its subject (``policy: P3``); that column
-left empty means the item's own outcome. The judge's side of a row: a status its step or score
+left empty means the item's own outcome; a judgement labelled twice (by one ``labeller``) is
+refused, as it would count double. The judge's side of a row: a status its step or score
 declares as failed is "violated"; passed and other statuses are not; an item or score that could
 not finish is left out (listed as not judged).
 
@@ -192,6 +193,7 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
     if not path.is_file():
         raise IntellagentError("labels file not found", file=path)
     labels = []
+    seen: dict[tuple[str, Any, str], int] = {}  # (item, subject, labeller) → its line
     for line, row in _rows(path):
         if len(labels) >= MAX_LABELS:
             raise IntellagentError(f"more than {MAX_LABELS} labels", file=path, line=line)
@@ -212,7 +214,15 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
         if len(named) > 1:
             raise IntellagentError(f"a row judges one thing: {', '.join(k for k, _ in named)} given",
                                    file=path, line=line)
-        labels.append(Label(line=line, item=item, subject=named[0] if named else None, violated=violated))
+        subject = named[0] if named else None
+        labeller = str(row.get("labeller") or "").strip()
+        first = seen.setdefault((item, subject, labeller), line)
+        if first != line:  # counted twice, one judgement would weigh double and narrow the intervals
+            what = f"{subject[0]} {subject[1]}" if subject else "its outcome"
+            by = f" by labeller '{labeller}'" if labeller else ""
+            raise IntellagentError(f"item '{item}' ({what}) is labelled already{by}, at line {first}: one "
+                                   "row per judgement (several people: a labeller column)", file=path, line=line)
+        labels.append(Label(line=line, item=item, subject=subject, violated=violated))
     if not labels:  # nothing to compare: the run's stored calibration stays as it is
         raise IntellagentError("no labels in the file (one row per judgement: item, violated and a "
                                "subject column)", file=path)

@@ -151,6 +151,11 @@ def test_rows_the_judge_could_not_decide_are_left_out_and_named(runner, tmp_path
     ("item,rule,violated\nE0001,P1,true\n", "labels.csv:2: column 'rule' names nothing the run's judges score"),
     ("policy,violated\nP1,true\n", "labels.csv:2: no item"),
     ("", "labels.csv:1: the labels file is empty"),
+    # one judgement twice, the same answer or not: it would weigh double (and narrow the intervals)
+    ("item,policy,violated\nE0001,,true\nE0002,,true\nE0001,,false\n",
+     "labels.csv:4: item 'E0001' (its outcome) is labelled already, at line 2"),
+    ("item,policy,violated,labeller\nE0001,,true,ann\nE0001,,true,ann\n",
+     "labels.csv:3: item 'E0001' (its outcome) is labelled already by labeller 'ann', at line 2"),
 ])
 def test_bad_labels_are_one_line_naming_file_and_line(runner, tmp_path, judged, content, message):
     ws, run_id, _ = judged
@@ -282,3 +287,16 @@ def test_a_constant_labeller_shows_kappa_without_an_interval_everywhere(runner, 
     assert "-0.00" not in result.stdout
     page = (ws / "runs" / run_id / "report.html").read_text()
     assert "0.00 <span class=muted>(interval undefined: people gave one answer throughout)</span>" in page
+
+
+def test_each_labeller_counts_once_per_judgement(runner, tmp_path, judged):
+    """Two people labelling one judgement are two rows, told apart by the labeller column."""
+    ws, run_id, rows = judged
+    item, policy, violated, _ = rows[0]
+    path = tmp_path / "labels.csv"
+    path.write_text("item,policy,violated,labeller\n"
+                    f"{item},{policy},{str(violated).lower()},ann\n{item},{policy},{str(not violated).lower()},bob\n")
+    result = calibrate(runner, ws, path, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)["overall"]
+    assert found["n"] == 2 and found["agreement"] == 0.5

@@ -65,7 +65,7 @@ def test_a_tau_oracle_run_replayed_with_the_oracle_departs_nowhere_and_asks_the_
         [score] = entry["scores"]
         assert (score["name"], score["status"], score["value"]) == ("replay", "followed", None)
         assert entry["value"]["turns"] == before[item]["value"]["turns"]  # the same dialog again
-        assert entry["value"]["replay"] == {"run": recorded, "departed": None, "why": ""}
+        assert entry["value"] == before[item]["value"]  # the recorded dialog, as it was
     assert report_of(ws, new)["outcomes"] == {"pass": 20}
     assert report_of(ws, new)["info"]["provenance"]["replays"] == recorded
 
@@ -228,7 +228,9 @@ def test_reply_text_is_compared_by_the_chosen_matcher(runner, recorded, agent, t
     assert result.exit_code == 0, result.output
     new = replayed_run(result)
     for entry in dialogs(report_of(ws, new)).values():
-        assert entry["value"]["replay"]["departed"] == departed
+        [score] = entry["scores"]
+        assert score["value"] == departed
+        assert (entry["value"]["replay"] or {}).get("departed") == departed  # a departure is in the dialog too
     users = [c for c in Store.for_workspace(ws).calls(new) if c.role == "user"]
     assert (len(users) == 0) == (departed is None)
 
@@ -358,3 +360,26 @@ def test_a_text_matcher_that_cannot_compare_is_one_line_naming_text(runner, reco
     assert result.exit_code == 2, result.output
     assert "--text" in result.output and message in result.output, result.output
     assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+
+
+def test_a_run_replayed_with_its_own_agent_keeps_its_verdicts_and_calls_no_model(runner, tmp_path):
+    """IntellAgent's pipeline on mock models, whose judge fabricates a verdict per request: a
+    dialog that followed its recording to the end is the recorded dialog, so its verdict is the
+    recorded one (reused), not a judge asked again."""
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "airline", "--events", "5", "--model", "mock/schema", "--workspace", str(ws)])
+    assert result.exit_code == 0, result.output
+    recorded = result.stdout.split()[1].rstrip(":")
+    result = runner.invoke(cli, ["replay", recorded, "--workspace", str(ws)])
+    assert result.exit_code == 0, result.output
+    assert "5 dialog(s), 5 followed the recording to the end, 0 departed" in result.stdout
+    new = replayed_run(result)
+    calls = Store.for_workspace(ws).calls(new)
+    # the agent is asked again (its model's cache answers); the user and the judge are not asked
+    assert calls and {(c.stage, c.role, c.cached) for c in calls} == {("dialogs", "agent", True)}
+    before, after = report_of(ws, recorded), report_of(ws, new)
+    for step in ("dialogs", "verdicts"):
+        old = {i["item"]: (i["status"], i["value"]) for i in before["items"] if i["step"] == step}
+        assert {i["item"]: (i["status"], i["value"]) for i in after["items"] if i["step"] == step} == old, step
+    assert after["outcomes"] == before["outcomes"]
+    assert all(i["scores"][0]["status"] == "followed" for i in after["items"] if i["step"] == "dialogs")

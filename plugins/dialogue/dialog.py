@@ -47,8 +47,9 @@ class Dialog(BaseModel):
     tool_errors: int = Field(default=0, description="Tool calls that were refused or crashed.")
     warnings: list[str] = Field(default_factory=list, description="Signs of a broken setup, e.g. "
                                 "tool calls written as text.")
-    replay: Replayed | None = Field(default=None, description="For a replayed dialog: where the "
-                                    "agent departed from the recording.")
+    replay: Replayed | None = Field(default=None, description="For a replayed dialog that departed "
+                                    "from its recording: where and why (one that followed it to the "
+                                    "end is the recorded dialog, as it was).")
 
     def replies(self) -> list[str]:
         """What the agent said, turn by turn."""

@@ -192,6 +192,8 @@ class UserAgent(Simulator):
             departed = dialog.replay.departed
             scores.append(Score(name=REPLAY_SCORE, status=FOLLOWED if departed is None else DEPARTED,
                                 value=departed, note=dialog.replay.why))
+            if departed is None:  # the recorded dialog itself, kept as it was: the steps after it
+                dialog.replay = None  # reuse the recorded items (its verdict, no judge asked again)
         return Output(value=dialog, status=status, note=dialog.error or "", warnings=dialog.warnings,
                       scores=scores)
 

@@ -194,6 +194,9 @@ def _events_unchanged(recorded: Any, plan: Any) -> None:
     steps up to the first that talks to the agent must be the same in both plans."""
     talking = [name for name, step in plan.steps.items() if step.uses_agent]
     after = {name for name in plan.steps if any(t in plan.upstream(name) for t in talking)}
+    if recorded.spec.environment != plan.spec.environment:  # else the recorded one ran, named as this one
+        raise IntellagentError("a replay takes the recorded run's environment: it cannot change it (to "
+                               "test another environment, run it there)", item="--set environment")
     if recorded.spec.seed != plan.spec.seed:
         raise IntellagentError("a replay takes the recorded run's events: it cannot change the seed",
                                item="--set seed")

@@ -274,7 +274,9 @@ def test_a_replay_refuses_what_it_cannot_do_in_one_line(runner, recorded, shop):
             (["--text", "fuzzy:300"], "fuzzy:N takes N from 0 to 100"),
             (["--text", "nonsense"], "unknown text matcher 'nonsense'"),
             (["--set", "steps.briefs.with.count=1"], "cannot change step 'briefs'"),
-            (["--set", "seed=9"], "cannot change the seed")):
+            (["--set", "seed=9"], "cannot change the seed"),
+            # ran on the recorded environment while its report named this one
+            (["--set", "environment=retail"], "--set environment: a replay takes the recorded run's environment")):
         result = replay(runner, ws, run_id, None, *args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and result.output.count("\n") == 1, result.output

@@ -266,6 +266,11 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
     for item in data.items(scored=True):
         if item.item in wanted:
             scores.setdefault(item.item, []).extend(item.scores)
+    used = {name for label in labels if label.subject for name in subjects.get(label.subject[0], [])}
+    groupable = sorted({label for name in used for label in declared[name].labels})
+    if used and by not in groupable:  # a typo would put every judgement in one group, '(no ...)'
+        raise IntellagentError(f"the scores the labels name have no label '{by}' to group by (theirs: "
+                               f"{', '.join(groupable) or 'none'})", item="--by")
     tables: dict[str, Confusion] = {}
     overall = Confusion()
     not_judged = []

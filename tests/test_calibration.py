@@ -300,3 +300,16 @@ def test_each_labeller_counts_once_per_judgement(runner, tmp_path, judged):
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)["overall"]
     assert found["n"] == 2 and found["agreement"] == 0.5
+
+
+def test_grouping_by_a_label_the_scores_do_not_have_is_refused(runner, tmp_path, judged):
+    """--by typo grouped every judgement as '(no typo)', with no word of the typo."""
+    ws, run_id, rows = judged
+    labels = write_labels(tmp_path / "labels.csv", [(item, policy, violated) for item, policy, violated, _ in rows])
+    result = calibrate(runner, ws, labels, run_id, "--by", "categroy")
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "--by: the scores the labels name have no label 'categroy' to group by (theirs: category, "\
+        "challenge, policy)" in result.output
+    result = calibrate(runner, ws, labels, run_id, "--by", "challenge", "--json")
+    assert result.exit_code == 0, result.output
+    assert "(no challenge)" not in json.loads(result.stdout)["groups"]

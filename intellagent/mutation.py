@@ -192,7 +192,9 @@ def mutant_result(name: str, description: str, base: tuple[Any, Any],
         elif key in raised:
             continue
         else:
-            same = dialogs.get(key) == base_dialogs.get(key)  # the fault never applied here
+            # the fault never applied here (an item whose agent steps are not found under its key
+            # is taken as changed: it may be killed)
+            same = key in dialogs and dialogs[key] == base_dialogs.get(key)
             changed += not same
             if how == "failed" and not same:
                 killed.append(key)

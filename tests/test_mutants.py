@@ -245,10 +245,16 @@ class Shout(Mutant):
         return turn.model_copy(update={"content": (turn.content or "").upper()})
 
 
+def mutants_plugin(name: str, *mutants: type) -> types.ModuleType:
+    """A plugin module of namespace ``acme`` registering ``mutants``."""
+    module = types.ModuleType(name)
+    module.INTELLAGENT_NAMESPACE = "acme"
+    module.register_mutants = hookimpl(lambda register: [register(m) for m in mutants])
+    return module
+
+
 def test_hook_register_mutants(runner, shop, tmp_path):
-    shouting = types.ModuleType("shouting")
-    shouting.INTELLAGENT_NAMESPACE = "acme"
-    shouting.register_mutants = hookimpl(lambda register: register(Shout))
+    shouting = mutants_plugin("shouting", Shout)
     assert load_registry(plugins=[shouting]).resolve("mutant", "shout").value is Shout
     result = mutate(runner, shop, tmp_path, "--mutants", "acme/shout", "--json", plugins=(shouting,))
     assert result.exit_code == 0, result.output
@@ -300,10 +306,7 @@ class RaisesWhenMade(Mutant):
 
 
 def test_a_mutant_that_raises_fails_its_dialog_but_kills_nothing(runner, shop, tmp_path):
-    broken = types.ModuleType("broken_mutants")
-    broken.INTELLAGENT_NAMESPACE = "acme"
-    broken.register_mutants = hookimpl(lambda register: [register(m) for m in (
-        RaisesInTurn, RaisesInArguments, RaisesInResult, RaisesWhenMade)])
+    broken = mutants_plugin("broken_mutants", RaisesInTurn, RaisesInArguments, RaisesInResult, RaisesWhenMade)
     names = "acme/raises-in-turn,acme/raises-in-arguments,acme/raises-in-result,acme/raises-when-made"
     result = mutate(runner, shop, tmp_path, "--mutants", names, "--json", plugins=(broken,))
     assert result.exit_code == 0, result.output
@@ -334,9 +337,7 @@ class AgentRaises(Mutant):
 
 
 def test_what_the_agent_raises_under_a_mutant_stays_the_agents_error(runner, shop, tmp_path):
-    module = types.ModuleType("agent_raises")
-    module.INTELLAGENT_NAMESPACE = "acme"
-    module.register_mutants = hookimpl(lambda register: register(AgentRaises))
+    module = mutants_plugin("agent_raises", AgentRaises)
     result = mutate(runner, shop, tmp_path, "--mutants", "acme/agent-raises", "--json", plugins=(module,))
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)["acme/agent-raises"]
@@ -351,9 +352,7 @@ class Noop(Mutant):
 
 
 def test_an_equivalent_mutant_is_left_out_of_the_score_and_survivors_say_why(runner, shop, tmp_path):
-    module = types.ModuleType("noop")
-    module.INTELLAGENT_NAMESPACE = "acme"
-    module.register_mutants = hookimpl(lambda register: register(Noop))
+    module = mutants_plugin("noop", Noop)
     result = mutate(runner, shop, tmp_path, "--mutants", "drop-writes,leak,acme/noop", "--json", plugins=(module,))
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)

@@ -30,14 +30,19 @@ def pipeline(tmp_path: Path, prompts: Path) -> Path:
     return path
 
 
+def run_with_prompt(runner, tmp_path: Path, name: str, text: str):
+    """``intellagent run education`` with the user's prompt file ``name`` holding ``text``."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / name).write_text(text)
+    return runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
+                               "--workspace", "ws"])
+
+
 @pytest.mark.parametrize("name", list(ESCAPES))
 def test_a_prompt_file_that_reaches_for_python_is_refused(name, runner, tmp_path, monkeypatch):
     template, attribute = ESCAPES[name]
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "flows.md").write_text("Find the flows.\n\n" + template + "\n")
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "flows.md", "Find the flows.\n\n" + template + "\n")
     assert_one_clean_line(result, "prompts/flows.md:3", f"prompt file uses {attribute}: templates may "
                           "not reach Python's internals")
     assert not (tmp_path / "MARK").exists() and not (tmp_path / "ws").exists()
@@ -46,11 +51,8 @@ def test_a_prompt_file_that_reaches_for_python_is_refused(name, runner, tmp_path
 def test_what_the_static_check_cannot_see_the_sandbox_stops(runner, tmp_path, monkeypatch):
     """An attribute name built at render time: the sandbox refuses it, naming the file."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "task_and_flows.md").write_text(
-        "{% set name = '_' ~ '_init__' %}{{ cycler | attr(name) }}\n")
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "task_and_flows.md",
+                             "{% set name = '_' ~ '_init__' %}{{ cycler | attr(name) }}\n")
     assert_one_clean_line(result, "prompts/task_and_flows.md", "prompt file refused by the sandbox")
 
 
@@ -73,10 +75,7 @@ def test_a_prompt_file_that_would_fill_the_memory_is_stopped_naming_it(name, run
     prompt's size could be checked."""
     template, what = BOMBS[name]
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "task_and_flows.md").write_text("Find the flows.\n" + template + "\n")
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "task_and_flows.md", "Find the flows.\n" + template + "\n")
     assert_one_clean_line(result, "prompts/task_and_flows.md", f"prompt file refused by the sandbox: {what}")
 
 
@@ -88,31 +87,22 @@ def test_a_prompt_file_that_would_fill_the_memory_is_stopped_naming_it(name, run
 ], ids=["empty", "blank", "syntax", "unclosed"])
 def test_a_prompt_file_that_is_no_template_is_refused(text, where, what, runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "flows.md").write_text(text)
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "flows.md", text)
     assert_one_clean_line(result, where, what)
 
 
 def test_a_prompt_file_whose_macro_calls_itself_without_end_names_the_file(runner, tmp_path, monkeypatch):
     """It ended the run with 'internal error: RecursionError' (exit 3)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "task_and_flows.md").write_text(
-        "Find the flows.\n{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n")
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "task_and_flows.md",
+                             "Find the flows.\n{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n")
     assert_one_clean_line(result, "prompts/task_and_flows.md", "prompt file failed to render: a macro calls "
                           "itself without end")
 
 
 def test_a_prompt_file_naming_a_value_the_step_does_not_give_names_the_file(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "task_and_flows.md").write_text("The flows of {{ no_such_value }}.\n")
-    result = runner.invoke(cli, ["run", "education", "--pipeline", str(pipeline(tmp_path, Path("prompts"))),
-                                 "--workspace", "ws"])
+    result = run_with_prompt(runner, tmp_path, "task_and_flows.md", "The flows of {{ no_such_value }}.\n")
     assert_one_clean_line(result, "prompts/task_and_flows.md", "prompt file failed to render: "
                           "'no_such_value' is undefined")
 

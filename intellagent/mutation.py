@@ -150,6 +150,12 @@ def _scored_items(data: Any, keys: set[str]) -> dict[str, list[Any]]:
     return out
 
 
+def _owner(item: Any, keys: set[str]) -> str | None:
+    """The item of ``keys`` a store row belongs to: itself, or the item it was made under (its
+    key before the first '/'); None for neither."""
+    return next((k for k in (item.item, item.item.split("/")[0]) if k in keys), None)
+
+
 def _agent_values(data: Any, keys: set[str]) -> dict[str, list[tuple[str, str, str]]]:
     """Each item's values at the steps that talk to the agent (step, item, value hash): equal
     in two runs when the agent's side of its dialogs is the same."""
@@ -157,7 +163,7 @@ def _agent_values(data: Any, keys: set[str]) -> dict[str, list[tuple[str, str, s
     out: dict[str, list[tuple[str, str, str]]] = {}
     for name in talking:
         for item in data.items(name):
-            key = next((k for k in (item.item, item.item.split("/")[0]) if k in keys), None)
+            key = _owner(item, keys)
             if key is not None:
                 out.setdefault(key, []).append((name, item.item, item.value_hash))
     return {k: sorted(v) for k, v in out.items()}
@@ -167,7 +173,7 @@ def _mutant_errors(data: Any, keys: set[str]) -> dict[str, str]:
     """The items whose mutant raised: item → what it raised (the first such warning)."""
     out: dict[str, str] = {}
     for item in data.items():
-        key = next((k for k in (item.item, item.item.split("/")[0]) if k in keys), None)
+        key = _owner(item, keys)
         found = next((w for w in item.warnings if w.startswith(MUTANT_FAILED)), None)
         if key is not None and found is not None:
             out.setdefault(key, found.removeprefix(MUTANT_FAILED))

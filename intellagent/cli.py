@@ -421,10 +421,11 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     import asyncio
 
     from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
-    from intellagent.store import STORE_VARIABLE, Store
+    from intellagent.store import Store
+    from intellagent.store import store_url as chosen_url
 
     steps = [s for s in plan.steps if s in set(plan.upstream(until))] if until else None
-    url = store_url or os.environ.get(STORE_VARIABLE) or plan.spec.store
+    url = chosen_url(store_url, plan.spec.store)  # as the run picks it, a bad one refused alike
     if url or (Path(workspace) / "intellagent.db").exists():  # read, never written nor migrated
         store = Store(url or f"sqlite:///{Path(workspace) / 'intellagent.db'}", read_only=True)
     else:  # no store yet: walked over an empty one, so the steps that call nothing give their lists

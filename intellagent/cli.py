@@ -289,12 +289,7 @@ def _is_pipeline_name(registry: Registry, target: str) -> bool:
 
 def _warn_unused_prices(plan: Any) -> None:
     """A warning naming the keys of ``llm.prices`` that price no model the pipeline calls (a typo)."""
-    if not plan.spec.llm.prices:
-        return
-    from intellagent.llm.prices import PriceTable
-
-    unused = PriceTable(plan.spec.llm.prices).unused_warning(
-        plan.spec.llm.for_role(r).model for r in plan.roles_used())
+    unused = plan.spec.llm.unused_prices(plan.roles_used())
     if unused:
         click.echo(f"warning: {unused}", err=True)
 

@@ -232,7 +232,7 @@ class Runner:
         under --until): a warning naming it; with a dollar budget (and no token budget), a
         refusal, since the budget could not hold. A price key that prices no model of the
         pipeline: a warning naming it (a typo leaves the library's price in force)."""
-        unused = self.llm.prices.unused_warning(self.llm.settings_for(r).model for r in self.plan.roles_used())
+        unused = self.llm.settings.unused_prices(self.plan.roles_used())
         if unused:
             self.progress.stream.write(f"warning: {unused}\n")
         unpriced = self.llm.unpriced(self.plan.roles_used([s.name for s in self.steps]))

@@ -278,11 +278,36 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
                                  "spread": _spread(figures["item_calls"].get(name, []), n)}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
-            found["outputs"] = max(items.get(c.name, 0) for c in children) / n
+            made = max(items.get(c.name, 0) for c in children)
+            found["outputs"] = made / n
+            asked = _asked(step, spec, env, n, items)
+            if asked:
+                found["made_of_asked"] = (made, asked)
         elif children:  # the share of its items that went on (an invalid one halts its later steps)
             found["goes_on"] = min(1.0, max(items.get(c.name, 0) for c in children) / items[name])
         steps[name] = found
     return {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
+
+
+def _asked(step: Any, spec: dict[str, Any], env: Any, n: int, items: dict[str, int]) -> float | None:
+    """How many elements ``step``'s own estimate asks its ``n`` items of the earlier run for,
+    under that run's options (``pairs: 1``; ``trials: 2`` per gathered input): what they made
+    of it is the share a list keeps (pairs and tasks are of the accepted blueprints only). None
+    where that estimate fixes no count, or the step was another plugin then."""
+    then = (spec.get("steps") or {}).get(step.name) or {}
+    if not hasattr(step.plugin, "estimate") or then.get("use") != step.spec.use:
+        return None
+    cls = step.component.value
+    config = getattr(cls, "Config", None)
+    try:
+        asked = cls(config.model_validate(then.get("with") or {}) if config is not None else None).estimate(env)
+    except ValueError:  # options another version took
+        return None
+    if asked is not None and asked.per_input is not None:
+        return asked.per_input * sum(items.get(w.source, 0) for w in step.wires if w.mode == "gather")
+    if asked is not None and asked.outputs is not None and asked.outputs_fixed:
+        return asked.outputs * n
+    return None
 
 
 def _spread(calls: list[int], items: int) -> tuple[int, float] | None:
@@ -335,6 +360,9 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             fixed = own is not None and (own.outputs is not None and own.outputs_fixed
                                          or own.per_input is not None)
             outputs = guess.outputs if fixed else found.get("outputs", guess.outputs)
+            # of a count the options fix, the share the earlier run made (the rest were dropped)
+            made, asked = found.get("made_of_asked", (1, 1)) if fixed else (1, 1)
+            kept = made / asked
             # role by role: measured where the role had the model it has now, else the guess
             same = {r: load for r, load in found["roles"].items()
                     if load.get("model") == endpoint(settings.for_role(r))}
@@ -346,13 +374,17 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             took = measured or not guess.roles or ("outputs" in found and not fixed)
             if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):
                 spreads[name] = found["spread"]
-            guess = ItemEstimate(roles={**guess.roles, **measured}, outputs=outputs, outputs_fixed=fixed,
-                                 per_input=guess.per_input,
+            guess = ItemEstimate(roles={**guess.roles, **measured},
+                                 outputs=outputs * kept if outputs is not None and guess.per_input is None else outputs,
+                                 outputs_fixed=fixed,
+                                 per_input=guess.per_input * kept if guess.per_input is not None else None,
                                  sequential=found.get("sequential", guess.sequential)
                                  if measured.keys() >= guess.roles.keys() else guess.sequential)
             # named as the source only where it measured something of this run's
             sources[name] = f"run {earlier['run_id']}" if took \
                 else ("the step's own estimate" if own is not None else "a default guess")
+            if kept != 1:
+                sources[name] += f"; it made {made} of the {asked:g} elements asked there"
         else:
             sources[name] = "the step's own estimate" if own is not None else "a default guess"
         per_item[name] = guess

@@ -474,7 +474,8 @@ def estimated_then_made(runner, args: list[str], ws: Path) -> tuple[dict[str, di
 
 
 def rows_of(output: str) -> dict[str, dict]:
-    return {m[1]: {"items": int(m[2]) + int(m[3]), "calls": int(m[4]), "tokens": int(m[5]) + int(m[6])}
+    return {m[1]: {"items": int(m[2]) + int(m[3]), "calls": int(m[4]), "tokens": int(m[5]) + int(m[6]),
+                   "source": m[8]}
             for line in output.splitlines() if (m := ROW.match(line))}
 
 
@@ -594,3 +595,19 @@ def test_after_a_pilot_the_items_its_invalid_items_stopped_are_not_counted(runne
     assert rows["flowgraphs"]["items"] == items["flowgraphs"] == 4
     total = sum(r["calls"] for r in rows.values())
     assert total == pytest.approx(sum(calls.values()), rel=0.25), (found.output, calls)
+
+
+def test_after_a_pilot_the_elements_its_lists_dropped_are_not_counted(runner, tmp_path):
+    """APIGen-MT pairs and tasks are made of the blueprints it accepted only, fewer than its
+    options ask for. On mock/schema no blueprint passes its checks: after a pilot that measured
+    it, the estimate of a run of more blueprints still counted the combined blueprints, the
+    tasks and their dialogs of every blueprint asked for (356 calls where the run made 12)."""
+    ws = tmp_path / "ws"
+    args = ["run", "retail", "--pipeline", "apigen-mt", "--trials", "2", "--workspace", str(ws)]
+    pilot = runner.invoke(cli, [*args, "--blueprints", "2", "--pairs", "1"])
+    assert pilot.exit_code in (0, 1), pilot.output
+    rows, items, calls = estimated_then_made(runner, [*args, "--blueprints", "6", "--pairs", "2"], ws)
+    assert items["blueprints"] == 6 and items.get("events", 0) == 0  # what the run made: no task
+    assert rows["events"]["items"] == rows["dialogs"]["calls"] == 0
+    assert "it made 0 of the 4 elements asked there" in rows["tasks"]["source"]
+    assert sum(r["calls"] for r in rows.values()) == pytest.approx(sum(calls.values()), rel=0.25)

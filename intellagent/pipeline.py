@@ -9,11 +9,22 @@ come from (``from``: other steps) and whether it runs once or per item of anothe
 from __future__ import annotations
 
 from typing import Any, Iterable, Literal
+from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
 
 from intellagent.bounds import MAX_PARALLEL, MAX_PRICE, MAX_ROUNDS, MAX_SECONDS
 from intellagent.model import HttpURL, StrictModel
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def is_loopback(base_url: Any) -> bool:
+    """``base_url`` (text or a parsed URL) is on this machine: a model served locally, the test
+    server."""
+    host = (urlparse(str(base_url)).hostname or "") if base_url else ""
+    return host in LOOPBACK or host.startswith("127.")
 
 
 class PluginRef(StrictModel):

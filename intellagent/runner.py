@@ -33,6 +33,7 @@ from intellagent.hashing import content_hash
 from intellagent.items import ItemMaker
 from intellagent.llm import LLM
 from intellagent.offload import Offload
+from intellagent.pipeline import is_loopback
 from intellagent.plan import Plan, PlannedStep
 from intellagent.progress import DEFAULT_EVERY, Progress
 from intellagent.provenance import provenance_of
@@ -240,10 +241,15 @@ class Runner:
             return
         models = "; ".join(f"{m} (role {', '.join(r)})" for m, r in unpriced.items())
         # a name with a dot is quoted: --set splits its path at dots (llm.prices.qwen2 of qwen2.5:7b)
-        how = "give {} with {} (dollars per million tokens)".format(
+        # a model served on this machine costs nothing unless said (a local proxy to a paid API
+        # does): its hint is a price of 0, never assumed
+        local = {m for m, roles in unpriced.items() if all(is_loopback(self.llm.settings_for(r).base_url)
+                                                           for r in roles)}
+        how = "give {} with {} (dollars per million tokens{})".format(
             "it" if len(unpriced) == 1 else "each", " ".join(
-                f"--set 'llm.prices.{json.dumps(m) if '.' in m else m}={{input: 2.5, output: 10}}'"
-                for m in unpriced))
+                f"--set 'llm.prices.{json.dumps(m) if '.' in m else m}="
+                + ("{input: 0, output: 0}'" if m in local else "{input: 2.5, output: 10}'")
+                for m in unpriced), "; 0 for a model you serve yourself" if local else "")
         s = self.llm.settings
         if s.budget_usd is not None and s.budget_tokens is None:
             raise IntellagentError(f"a dollar budget needs every model's price, and there is none for "

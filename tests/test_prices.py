@@ -125,9 +125,16 @@ def test_a_dollar_budget_refuses_a_model_with_no_price_before_any_call(runner, t
     assert result.exit_code == 2, result.output
     [line] = result.stderr.strip().splitlines()
     assert "a dollar budget needs every model's price, and there is none for my-local-model (role" in line
-    assert "llm.prices.my-local-model={input:" in line and "llm.budget_tokens" in line
+    # served on this machine: the hint is a price of 0 (never assumed: a local proxy may charge)
+    assert "llm.prices.my-local-model={input: 0, output: 0}" in line and "llm.budget_tokens" in line
     assert not (tmp_path / "intellagent.db").exists() or not sqlite3.connect(
         tmp_path / "intellagent.db").execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+    monkeypatch.delenv("INTELLAGENT_OFFLINE", raising=False)  # refused before any call is made
+    remote = run(runner, tmp_path, "--set", "llm.default={model: my-remote-model, base_url: "
+                 "'http://10.9.9.9:9/v1', api_key_env: TEST_KEY}", "--budget", "1")
+    assert remote.exit_code == 2, remote.output
+    assert "llm.prices.my-remote-model={input: 2.5, output: 10}" in remote.stderr
+    assert "you serve yourself" not in remote.stderr
 
 
 def test_a_model_with_no_price_is_named_at_the_start_and_the_run_goes_on(runner, tmp_path, monkeypatch):
@@ -227,7 +234,9 @@ def test_the_refusals_fix_works_as_written_for_every_unpriced_model(runner, tmp_
     assert result.exit_code == 0, result.output
     costs = dict(sqlite3.connect(tmp_path / "intellagent.db").execute(
         "SELECT model, SUM(cost_usd) FROM llm_calls GROUP BY model").fetchall())
-    assert set(costs) == {"qwen2.5:7b", "my-sim"} and all(cost > 0 for cost in costs.values()), costs
+    # both priced (at 0: served on this machine, the line says so), neither named unpriced
+    assert set(costs) == {"qwen2.5:7b", "my-sim"} and "no known price" not in result.stderr, costs
+    assert "0 for a model you serve yourself" in line
 
 
 def test_a_model_only_a_later_step_uses_is_not_asked_for_under_until(runner, tmp_path, monkeypatch):

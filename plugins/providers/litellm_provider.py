@@ -27,9 +27,9 @@ from intellagent.llm.errors import (ConnectionLost, MalformedResponse, ProviderE
                                     RealModelForbidden, RequestTimeout, ServerError, rejected)
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
+from intellagent.pipeline import is_loopback as _is_local
 from intellagent.redaction import Redactor
 from intellagent_plugins.providers.instructed import DEFAULT_TIMEOUT, Instructed, short, translate
-from intellagent_plugins.providers.openai_compatible import _is_local
 
 #: option names that would carry a secret: keys come from environment variables only
 SECRET_OPTION = re.compile(r"(?i)(api_?key|secret|password|credential|token$)")

@@ -20,22 +20,15 @@ from intellagent.llm.errors import (ConnectionLost, MalformedResponse, ProviderE
                                     RealModelForbidden, RequestTimeout, ServerError, rejected)
 from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
 from intellagent.pipeline import ModelSettings
+from intellagent.pipeline import is_loopback as _is_local
 from intellagent_plugins.providers.instructed import DEFAULT_TIMEOUT, Instructed, instructed
 from intellagent_plugins.providers.instructed import first_line as _first_line
 from intellagent_plugins.providers.instructed import short as _short
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 OPENAI_API = "https://api.openai.com/v1"
 USER_AGENT = "intellagent (OpenAI-compatible client)"
 
 __all__ = ["OpenAIProvider", "instructed"]
-
-
-def _is_local(base_url: str | None) -> bool:
-    if not base_url:
-        return False
-    host = urlparse(base_url).hostname or ""
-    return host in LOOPBACK or host.startswith("127.")
 
 
 class OpenAIProvider(Instructed):

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from intellagent.executors import items_in_flight
 from intellagent.steps import ItemEstimate, RoleLoad
 
 DEFAULT_OUTPUTS = 10.0  # elements of a list a step gives, when nothing says
@@ -275,6 +276,7 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
         models = {r: endpoint(settings.for_role(r)) for r in step.roles} if settings is not None else {}
         found: dict[str, Any] = {"roles": roles, "models": models,
                                  "sequential": sum(r["calls"] for r in roles.values()),
+                                 "seconds": figures["span"].get(name),
                                  "spread": _spread(figures["item_calls"].get(name, []), n)}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
@@ -345,6 +347,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     sources: dict[str, str] = {}
     seconds: list[float] = []  # a call's mean seconds, of the roles measured at their endpoint
     spreads: dict[str, tuple[int, float]] = {}  # steps whose calls were all measured: items, sd
+    took_seconds: dict[str, float] = {}  # steps whose items' wall time was measured
     for name in names:
         step = plan.steps[name]
         own = (reuse.item_estimate(name) if reuse is not None else None) or \
@@ -374,6 +377,8 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             took = measured or not guess.roles or ("outputs" in found and not fixed)
             if measured and measured.keys() >= guess.roles.keys() and found.get("spread"):
                 spreads[name] = found["spread"]
+            if found.get("seconds") and same.keys() == found["roles"].keys():  # every role where it is now
+                took_seconds[name] = found["seconds"]
             guess = ItemEstimate(roles={**guess.roles, **measured},
                                  outputs=outputs * kept if outputs is not None and guess.per_input is None else outputs,
                                  outputs_fixed=fixed,
@@ -429,7 +434,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     dollars: float | None = 0.0
     unpriced: set[str] = set()
     costs: list[StepCost] = []
-    chain = 0.0  # calls one after another on the longest path of one item
+    timed: list[tuple[float, float | None, float]] = []  # per step: items, measured seconds, calls in a row
     variance = 0.0  # of the total calls, from the steps measured whole
     for name in names:
         step, guess, n = plan.steps[name], per_item[name], items[name]
@@ -461,7 +466,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             completion_total + completion
         dollars = None if dollars is None or step_dollars is None else dollars + step_dollars
         if n:
-            chain += guess.sequential
+            timed.append((n, took_seconds.get(name), guess.sequential))
         if name in spreads and n:
             # the new items are like the measured ones: the mean of k measured items is off by
             # sd / sqrt(k) an item, and n new items vary by sd each around it
@@ -469,8 +474,9 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             variance += sd ** 2 * (n * n / k + n)
     latency = sum(seconds) / len(seconds) if seconds else None
     low, high = (latency * 0.7, latency * 1.5) if latency else LATENCY
-    # the longest chain of calls one after another, or the calls spread over the requests in
-    # flight, or the provider's limits per minute: whichever takes longest
+    # the items one after another in rounds of those a fan-out keeps in progress, or the calls
+    # spread over the requests in flight, or the provider's limits per minute: whichever takes
+    # longest
     floor = 0.0
     if settings.requests_per_minute:
         floor = max(floor, total_calls / settings.requests_per_minute * 60)
@@ -479,7 +485,14 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     executor = getattr(plan, "executor", None)  # its processes each with their own model slots
     slots = executor.model_slots(settings.max_concurrency) if executor is not None else settings.max_concurrency
     spread = math.ceil(total_calls / slots)
-    wall = (max(chain * low, spread * low, floor), max(chain * high, spread * high, floor))
+    # a step's items take rounds of those in progress (one round: one item's time), an item its
+    # measured seconds (where the earlier run had every role where it is now: an agent that is
+    # not our model takes its own time between our calls) or its calls one after another
+    in_flight = getattr(getattr(executor, "config", None), "items_in_flight", None) or items_in_flight(2 * slots)
+    rounds = [(math.ceil(n / in_flight), took, calls) for n, took, calls in timed]
+    wall = tuple(max(sum(r * (took * factor if took is not None else calls * call) for r, took, calls in rounds),
+                     spread * call, floor)
+                 for factor, call in ((0.7, low), (1.5, high)))
     margin = 1.96 * math.sqrt(variance)
     return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,
                     completion_tokens=completion_total, dollars=dollars, wall=wall,

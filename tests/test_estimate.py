@@ -10,6 +10,7 @@ import json
 import math
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -611,3 +612,31 @@ def test_after_a_pilot_the_elements_its_lists_dropped_are_not_counted(runner, tm
     assert rows["events"]["items"] == rows["dialogs"]["calls"] == 0
     assert "it made 0 of the 4 elements asked there" in rows["tasks"]["source"]
     assert sum(r["calls"] for r in rows.values()) == pytest.approx(sum(calls.values()), rel=0.25)
+
+
+def slow_agent(messages, tools):
+    """An agent that is not our model and takes its time: a Python callable, as one behind HTTP."""
+    time.sleep(0.8)
+    return "Let me look into that for you."
+
+
+WALL = re.compile(r"; wall (\d+) s to (\d+) s")
+
+
+def test_after_a_pilot_the_wall_time_counts_the_time_an_agent_not_ours_takes(runner, tmp_path):
+    """An agent behind HTTP or in Python takes its own time between the simulated user's calls;
+    the wall time counted only our calls (after a pilot on mock models: 0 s for a run of
+    several seconds). It now measures an item from its first request to its last answer, and
+    spreads the items in rounds of those in progress (2 model slots: 4 items at once)."""
+    ws = tmp_path / "ws"
+    agent = ["--agent", "python", "--set", "agent.with.callable=tests.test_estimate:slow_agent",
+             "--set", "llm.max_concurrency=2"]
+    assert run(runner, ws, *agent, events=2)
+    found = estimate(runner, ws, *agent, events=8)
+    low, high = map(int, WALL.search(found["output"]).groups())
+    started = time.monotonic()
+    run(runner, ws, *agent, events=8)
+    took = time.monotonic() - started
+    # (the whole seconds it prints; and the run's own second: its start, the seed, the report)
+    assert low - 0.5 <= took <= high + 1.5, (found["output"], took)
+    assert took > 2  # two rounds of dialogs of one or more of the agent's turns each

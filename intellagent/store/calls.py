@@ -87,8 +87,9 @@ class CallLog(StoreBase):
         """What a run's items took: items per step (``items``; ``finished``: those that did not
         end unfinished or degraded), calls and tokens per step and role of its finished items
         (every call they took, whichever run made it), and the mean seconds of their calls per
-        step and role (``latency``), and the calls of each finished item that made any, per step
-        (``item_calls``: how much one item's making varies).
+        step and role (``latency``), the calls of each finished item that made any, per step
+        (``item_calls``: how much one item's making varies), and the mean seconds from such an
+        item's first request to its last answer, per step (``span``).
 
         A request is counted once per item however often it was recorded (a cache hit, the same
         request sent again under ``--no-cache`` or after a failure), and a call the budget
@@ -121,6 +122,12 @@ class CallLog(StoreBase):
                 sa.select(keys.c.step, t.role, sa.func.avg(t.latency_ms))
                 .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
                 .where(sent, t.cached == sa.false()).group_by(keys.c.step, t.role)).all()
+            # from an item's first request to its last answer: its calls and what it did between
+            # them (an agent that is not our model: its turns, its tools)
+            spans = conn.execute(
+                sa.select(keys.c.step, sa.func.max(t.created_at) - sa.func.min(t.created_at - t.latency_ms / 1000.0))
+                .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
+                .where(sent, t.cached == sa.false()).group_by(keys.c.step, keys.c.key)).all()
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
         for step, role, calls, prompt, completion in rows:
             loads.setdefault(step, {})[role] = (calls, prompt or 0, completion or 0)
@@ -131,8 +138,12 @@ class CallLog(StoreBase):
         for step, role, ms in latencies:
             if ms:
                 latency.setdefault(step, {})[role] = ms / 1000
+        span: dict[str, list[float]] = {}
+        for step, seconds in spans:
+            if seconds is not None:
+                span.setdefault(step, []).append(max(0.0, seconds))
         return {"items": items, "finished": finished, "loads": loads, "latency": latency,
-                "item_calls": item_calls}
+                "item_calls": item_calls, "span": {s: sum(v) / len(v) for s, v in span.items()}}
 
     def cached_answers(self) -> dict[str, dict[str, tuple[int, int, int]]]:
         """By item key and role, the requests made for an item the store does not hold finished

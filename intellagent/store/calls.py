@@ -89,7 +89,7 @@ class CallLog(StoreBase):
         (every call they took, whichever run made it), and the mean seconds of their calls per
         step and role (``latency``), the calls of each finished item that made any, per step
         (``item_calls``: how much one item's making varies), and the mean seconds from such an
-        item's first request to its last answer, per step (``span``).
+        item's first request to its last answer less its waits for a model slot, per step (``span``).
 
         A request is counted once per item however often it was recorded (a cache hit, the same
         request sent again under ``--no-cache`` or after a failure), and a call the budget
@@ -123,9 +123,12 @@ class CallLog(StoreBase):
                 .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
                 .where(sent, t.cached == sa.false()).group_by(keys.c.step, t.role)).all()
             # from an item's first request to its last answer: its calls and what it did between
-            # them (an agent that is not our model: its turns, its tools)
+            # them (an agent that is not our model: its turns, its tools), less its calls' waits
+            # for a model slot (the run's load, which the estimate counts apart)
             spans = conn.execute(
-                sa.select(keys.c.step, sa.func.max(t.created_at) - sa.func.min(t.created_at - t.latency_ms / 1000.0))
+                sa.select(keys.c.step, sa.func.max(t.created_at) - sa.func.min(t.created_at - t.latency_ms / 1000.0)
+                          - sa.func.sum(sa.func.coalesce(t.queue_ms, 0.0)) / 1000.0,
+                          sa.func.max(t.latency_ms) / 1000.0)
                 .join_from(LLMCallRow.__table__, keys, t.item_key == keys.c.key)
                 .where(sent, t.cached == sa.false()).group_by(keys.c.step, keys.c.key)).all()
         loads: dict[str, dict[str, tuple[int, int, int]]] = {}
@@ -139,9 +142,9 @@ class CallLog(StoreBase):
             if ms:
                 latency.setdefault(step, {})[role] = ms / 1000
         span: dict[str, list[float]] = {}
-        for step, seconds in spans:
+        for step, seconds, longest in spans:
             if seconds is not None:
-                span.setdefault(step, []).append(max(0.0, seconds))
+                span.setdefault(step, []).append(max(seconds, longest or 0.0))
         return {"items": items, "finished": finished, "loads": loads, "latency": latency,
                 "item_calls": item_calls, "span": {s: sum(v) / len(v) for s, v in span.items()}}
 

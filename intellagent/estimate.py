@@ -457,8 +457,9 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
                 if price is None:
                     unpriced.add(model)
                     step_dollars = None
-                elif step_dollars is not None:
-                    step_dollars += (p * price.input + o * price.output) / 1e6
+                elif step_dollars is not None:  # at the tier a call of the mean prompt reaches
+                    rate_in, rate_out, _ = price.rates(int(load.prompt_tokens))
+                    step_dollars += (p * rate_in + o * rate_out) / 1e6
         costs.append(StepCost(name=name, items=n, reused=reuse.reused[name] if reuse else 0, calls=calls,
                               prompt_tokens=prompt, completion_tokens=completion, dollars=step_dollars,
                               source=sources[name] + (f"; {answered} calls in the cache" if answered else "")))

@@ -149,6 +149,34 @@ def test_an_agent_behind_http_is_not_contacted(runner, tmp_path):
     assert found["steps"]["dialogs"]["calls"] < estimate(runner, tmp_path / "b")["steps"]["dialogs"]["calls"]
 
 
+def test_the_dollars_of_calls_over_a_tiers_start_are_at_that_tiers_rates():
+    """Gemini 2.5 Pro costs twice its base rate on a request whose prompt is over 200k tokens:
+    the estimate priced every call at the base rates."""
+    from intellagent.estimate import endpoint
+    from intellagent.llm.prices import PriceTable
+
+    registry = load_registry()
+    env = load_environment(REPO / "environments" / "airline")
+    plan = load_plan(None, registry, overrides=model_overrides("gemini-2.5-pro"))
+    model = endpoint(plan.spec.llm.for_role("critic"))
+
+    def judged_with(prompt: int) -> float:  # an earlier run whose judge read ``prompt`` tokens a call
+        load = {"calls": 1.0, "prompt_tokens": float(prompt), "completion_tokens": 100.0, "model": model,
+                "latency": 1.0}
+        earlier = {"run_id": "r", "same_agent": True, "steps": {"verdicts": {
+            "roles": {"critic": load}, "models": {"critic": model}, "sequential": 1.0}}}
+        step = next(s for s in estimate_plan(plan, env, earlier, steps=["verdicts"]).steps)
+        return step.dollars / step.items
+
+    price = PriceTable().price("gemini-2.5-pro")  # the library's (2.5 and 15 over 200k, 1.25 and 10 under)
+    (start, dear_in), = price.tiers[0]
+    (_, dear_out), = price.tiers[1]
+    assert dear_in > price.input and dear_out > price.output
+    assert judged_with(start // 2) == pytest.approx((start // 2 * price.input + 100 * price.output) / 1e6)
+    over = start + 50_000
+    assert judged_with(over) == pytest.approx((over * dear_in + 100 * dear_out) / 1e6)
+
+
 def test_a_providers_limit_per_minute_bounds_the_wall_time():
     registry = load_registry()
     env = load_environment(REPO / "environments" / "airline")

@@ -348,6 +348,20 @@ def test_best_of_n_user_asks_the_judge_and_keeps_its_pick(scripted_llm):
     assert len(model.history) == 5  # the identical closing candidates needed no judge
 
 
+def test_best_of_n_users_judge_prompt_is_read_from_its_prompts_folder(scripted_llm, tmp_path):
+    """The step's prompts: folder replaced its persona but never the judge's prompt, read from
+    the package whatever the folder held."""
+    builtin = REPO / "plugins" / "apigen_mt" / "prompts" / "user_judge.md"
+    (tmp_path / "user_judge.md").write_text(builtin.read_text() + "\nOURS: prefer the shorter candidate.\n")
+    turn = lambda m, stop="continue": {"thought": "t", "message": m, "stop": stop, "reason": ""}
+    llm, model = scripted_llm(turn("I want everything."), turn("Hi, I need help with an order."),
+                              {"best": 2, "reason": "shorter"}, turn("bye", "success"), turn("bye", "success"))
+    event = TaskEvent.of(TaskSpec(id="T000-0", task=TauTask(index=0, instruction="You want to cancel an order.")))
+    asyncio.run(run_step(BestOfNUser(BestOfNConfig(candidates=2, prompts=str(tmp_path))), ENVS["retail"],
+                         llm=llm, agent=lambda gt: Silent(None, None), scenario=event))
+    assert "OURS: prefer the shorter candidate." in json.dumps(model.history[2].messages)
+
+
 def test_best_of_n_user_never_chooses_from_fewer_candidates_than_asked():
     from intellagent.llm import LLM
     from intellagent.llm.errors import ServerError

@@ -58,7 +58,7 @@ class BestOfNUser(UserAgent):
 
     def __init__(self, config: BestOfNConfig) -> None:
         super().__init__(config)
-        self.judge_texts = prompts(None, "user_judge.md")
+        self.judge_texts = prompts(config.prompts, "user_judge.md")
 
     def fingerprint(self) -> Any:
         return {**super().fingerprint(), **self.judge_texts.fingerprint()}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
+from typing import Iterable
 
 
 class IntellagentError(Exception):
@@ -52,3 +54,10 @@ class ToolError(Exception):
 
 class ValidationFailed(Exception):
     """Raised by a validator; the message is shown to the model that made the data."""
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice nearest ``word`` (difflib's ratio of at least 0.6), for an error's "did you
+    mean"; None when none is near."""
+    found = difflib.get_close_matches(word, list(choices), n=1)
+    return found[0] if found else None

@@ -29,6 +29,7 @@ from intellagent.errors import ConfigError, IntellagentError
 from intellagent.gates import Gate, gate_problem, parse_gate
 from intellagent.paths import PathRules
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
+from intellagent.prompts import check_prompt_folders
 from intellagent.registry import Component, Registry
 from intellagent.steps import MADE, STEP_KINDS, ScoreSpec, Statuses, merge_scores
 from intellagent.yamlio import error_text, format_loc, line_of, read_yaml
@@ -338,6 +339,8 @@ def _resolve_plan(raw: Any, source: Path, registry: Registry, overrides: list[tu
     spec = checker.validate(PipelineSpec, raw, ())
     plan = Plan(spec=spec, source=source, name=name, steps={}, checker=checker)
     _resolve_steps(plan, raw, checker, registry)
+    if not trusted:  # (a recorded run's spec: its report does not hang on the folder as it is now)
+        check_prompt_folders({name: s.plugin for name, s in plan.steps.items()})
     _resolve_rest(plan, raw, checker, registry)
     if overrides:
         plan.rebuild = lambda k: _resolve_plan(copy.deepcopy(original), source, registry,

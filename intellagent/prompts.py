@@ -2,7 +2,9 @@
 before its base's), each replaceable by a file of the same name in a folder the user names (a
 step's ``prompts:`` option). The text of every
 template a step renders belongs in its cache key (:meth:`PromptFiles.fingerprint`, returned from
-the step's ``fingerprint()``), so an edited prompt re-runs exactly what it shapes.
+the step's ``fingerprint()``), so an edited prompt re-runs exactly what it shapes. A file in such
+a folder that no step reading it renders (a misspelt name) is refused when the plan is made
+(:func:`check_prompt_folders`): it would be ignored while its author believes it tested.
 
 Templates render in Jinja2's sandbox: a prompt file can fill in values, loop and branch, but
 cannot reach Python's internals (``__class__``, ``__globals__``, ...) to run code. A user's file
@@ -11,6 +13,7 @@ check cannot see is stopped by the sandbox when it renders, naming the file too.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import math
@@ -19,12 +22,12 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
 from intellagent.bounds import MAX_CHARS
-from intellagent.errors import ConfigError
+from intellagent.errors import ConfigError, closest
 from intellagent.paths import path_option
 
 #: Attributes a template may not name even when they do not start with "_" (Jinja2's sandbox
@@ -139,14 +142,18 @@ class PromptFiles:
     """The templates ``names`` of one step: read from ``override`` (a folder of the user's, or
     None) where it has a file of that name, else from the first of the ``builtin`` folders (one
     folder, or several in order) that has it. The user's files are checked when this is made:
-    each must parse, hold some text and name none of Python's internals."""
+    each must parse, hold some text and name none of Python's internals. ``also``: patterns
+    (``user.*.md``) of files the step would read under other options (a persona it is not set
+    to), which the user's folder may hold unused."""
 
     def __init__(self, builtin: Path | Sequence[Path], names: Iterable[str],
-                 override: str | None = None) -> None:
+                 override: str | None = None, also: Iterable[str] = ()) -> None:
         folders = [builtin] if isinstance(builtin, (str, Path)) else list(builtin)
         self.builtin = tuple(str(Path(f).resolve()) for f in folders)
         self.override = str(Path(override).resolve()) if override else None
+        self.given = override  # the folder as the options name it, for messages
         self.names = tuple(names)
+        self.also = tuple(also)
         if self.override:
             for name in self.names:
                 path = Path(self.override) / name
@@ -207,6 +214,34 @@ class PromptFiles:
             return False
         return True
 
+    def read(self) -> tuple[list[str], bool]:
+        """Every template this step reads: its ``names`` and, through them, the templates they
+        include, import or extend (as they will be read: the user's first); and whether one
+        names a template only as it renders (a computed name), which no list can hold."""
+        env = self._env
+        seen: list[str] = []
+        todo = list(self.names)
+        computed = False
+        while todo:
+            name = todo.pop(0)
+            if name in seen:
+                continue
+            seen.append(name)
+            try:
+                source, filename, _ = env.loader.get_source(env, name)
+            except jinja2.TemplateNotFound:
+                continue  # (rendering says so, naming it)
+            try:
+                tree = env.parse(source)
+            except jinja2.TemplateSyntaxError as exc:
+                raise ConfigError(f"invalid template: {exc.message}", file=filename, line=exc.lineno) from None
+            for found in meta.find_referenced_templates(tree):
+                if found is None:
+                    computed = True
+                else:
+                    todo.append(found)
+        return seen, computed
+
     def fingerprint(self) -> dict[str, str]:
         """The hash of every template this step renders, as it will be read."""
         env = self._env
@@ -217,3 +252,89 @@ class PromptFiles:
 #: The type of a step's ``prompts:`` option: a folder that exists (inside the current folder when
 #: a pipeline file names it), or None.
 PromptsFolder = path_option("folder", "prompts folder")
+_FOLDER_CHECK = PromptsFolder.__metadata__[0]  # how a model's field typed PromptsFolder is known
+
+#: The most prompt names an error lists.
+LISTED = 20
+
+
+def held_by(step: Any) -> list[PromptFiles]:
+    """The :class:`PromptFiles` an object holds as attributes (a step's, by default)."""
+    return [value for value in vars(step).values() if isinstance(value, PromptFiles)]
+
+
+def prompt_files_of(step: Any) -> list[PromptFiles]:
+    """The prompt files a step renders: its ``prompt_files()``, else those it holds."""
+    own = getattr(step, "prompt_files", None)
+    return list(own()) if callable(own) else held_by(step)
+
+
+def _folders_named(config: Any) -> list[str]:
+    """The prompts folders a step's options name."""
+    fields = getattr(type(config), "model_fields", {})
+    return [getattr(config, name) for name, field in fields.items()
+            if any(m is _FOLDER_CHECK for m in field.metadata) and getattr(config, name)]
+
+
+def _not_a_prompt(name: str) -> bool:
+    """A file a prompts folder may hold besides prompts: a hidden one, a README, an editor's backup."""
+    return name.startswith(".") or name.upper().startswith("README") or name.endswith("~")
+
+
+def check_prompt_folders(steps: dict[str, Any]) -> None:
+    """Refuse a file in a prompts folder that no step reading the folder renders (``steps``:
+    name → configured step): the built-in prompt would be used and the file ignored while its
+    author believes it tested. A folder may serve several steps: its names are those of every
+    step reading it, with the templates they include or import. A file that is another step's
+    prompt is refused too unless it holds what that step reads anyway (a copy of the built-in
+    folder). Not checked: a folder a step reads without :class:`PromptFiles` over it (its names
+    are unknown), or whose templates compute a template's name as they render."""
+    readers: dict[str, list[tuple[str, PromptFiles]]] = {}
+    every: list[tuple[str, PromptFiles]] = []
+    unknown: set[str] = set()
+    for name, step in steps.items():
+        files = prompt_files_of(step)
+        every += [(name, f) for f in files]
+        for f in files:
+            if f.override:
+                readers.setdefault(f.override, []).append((name, f))
+        known = {f.override for f in files}
+        unknown |= {str(Path(folder).resolve()) for folder in _folders_named(getattr(step, "config", None))
+                    if str(Path(folder).resolve()) not in known}
+    for folder, files in readers.items():
+        read: set[str] = set()
+        computed = False
+        for _, f in files:
+            names, dynamic = f.read()
+            read.update(names)
+            computed |= dynamic
+        if folder not in unknown and not computed:
+            _check_folder(Path(folder), files, read, every)
+
+
+def _check_folder(folder: Path, files: list[tuple[str, PromptFiles]], read: set[str],
+                  every: list[tuple[str, PromptFiles]]) -> None:
+    steps = list(dict.fromkeys(step for step, _ in files))
+    patterns = {p for _, f in files for p in f.also}
+    given = files[0][1].given or str(folder)
+    for path in sorted(folder.iterdir()):
+        name = path.name
+        if not path.is_file() or _not_a_prompt(name) or name in read \
+                or any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            continue
+        shown = Path(given) / name
+        text = path.read_text(encoding="utf-8", errors="replace")
+        others = [(step, f) for step, f in every if step not in steps and name in f.names]
+        changed = [step for step, f in others if not f.has(name) or f.source(name) != text]
+        if others and not changed:
+            continue  # what that step reads anyway: it changes nothing
+        if changed:
+            raise ConfigError(f"this is a prompt of step {changed[0]}, which does not read this folder, "
+                              f"so it would be ignored: give {changed[0]} `prompts: {given}` too, or "
+                              "remove the file", file=shown)
+        near = closest(name, read)
+        listed = sorted(read)
+        more = f", … {len(listed) - LISTED} more" if len(listed) > LISTED else ""
+        hint = f": did you mean {near}?" if near else f" (their prompts: {', '.join(listed[:LISTED])}{more})"
+        raise ConfigError(f"no step reading this folder ({', '.join(steps)}) renders a prompt of that "
+                          f"name, so it would be ignored{hint}", file=shown)

@@ -208,6 +208,14 @@ class Step:
         a user may edit); part of its items' cache key. None by default."""
         return None
 
+    def prompt_files(self) -> list[Any]:
+        """The :class:`~intellagent.prompts.PromptFiles` this step renders (by default those it
+        holds as attributes): a file in a prompts folder that no step reading it renders is
+        refused when the plan is made. Override it where a step keeps them elsewhere."""
+        from intellagent.prompts import held_by
+
+        return held_by(self)
+
     def estimate(self, env: Any) -> ItemEstimate | None:
         """What one item costs, for ``run --estimate`` (None: one call per role with the
         environment's prompt; a finished run of the pipeline in the workspace corrects it)."""

@@ -143,7 +143,7 @@ class UserAgent(Simulator):
     def __init__(self, config: UserConfig) -> None:
         super().__init__(config)
         self.prompts = PromptFiles(self.prompt_folders, (self.persona_file, *self.prompt_names),
-                                   config.prompts)
+                                   config.prompts, also=("user.*.md",))  # the other personas
 
     @property
     def persona_file(self) -> str:

@@ -243,10 +243,11 @@ class PromptFiles:
         return seen, computed
 
     def fingerprint(self) -> dict[str, str]:
-        """The hash of every template this step renders, as it will be read."""
+        """The hash of every template this step renders, as it will be read, and of those they
+        include or import (a prompt that includes none keeps the key it had)."""
         env = self._env
         return {name: hashlib.sha256(env.loader.get_source(env, name)[0].encode("utf-8")).hexdigest()[:16]
-                for name in self.names}
+                for name in self.read()[0] if name in self.names or self.has(name)}
 
 
 #: The type of a step's ``prompts:`` option: a folder that exists (inside the current folder when

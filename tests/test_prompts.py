@@ -36,3 +36,19 @@ def test_a_prompts_option_must_name_a_folder(tmp_path):
     assert Options(prompts=str(tmp_path)).prompts == str(tmp_path)
     with pytest.raises(ValidationError, match="prompts folder .* not found"):
         Options(prompts=str(tmp_path / "nope"))
+
+
+def test_a_template_a_prompt_includes_is_in_the_fingerprint(tmp_path):
+    """An edited partial changes what the step renders, so its items are made again (the
+    fingerprint held the named templates alone); a prompt including nothing keeps its key."""
+    builtin, mine = tmp_path / "builtin", tmp_path / "mine"
+    builtin.mkdir(), mine.mkdir()
+    (builtin / "ask.md").write_text("Ask about {{ topic }}.")
+    assert set(PromptFiles(builtin, ["ask.md"], str(mine)).fingerprint()) == {"ask.md"}
+    (mine / "ask.md").write_text('{% include "tone.md" %} Ask about {{ topic }}.')
+    (mine / "tone.md").write_text("Politely.")
+    files = PromptFiles(builtin, ["ask.md"], str(mine))
+    polite = files.render("ask.md", topic="x"), files.fingerprint()
+    (mine / "tone.md").write_text("Rudely.")
+    rude = files.render("ask.md", topic="x"), files.fingerprint()
+    assert polite[0] != rude[0] and polite[1] != rude[1]

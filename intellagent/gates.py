@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from intellagent.errors import IntellagentError
+from intellagent.errors import IntellagentError, closest
 
 OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, ">": operator.gt,
                                                    "<=": operator.le, "<": operator.lt}
@@ -40,11 +40,17 @@ class GateResult(BaseModel):
     held: bool
     why: str = ""
 
-    def line(self, decided: bool = True) -> str:
-        """The gate, its value and verdict; a run that did not finish decides no gate (exit 3)."""
+    def outcome(self, decided: bool = True) -> str:
+        """Its value and verdict, with why it has no value; a run that did not finish decides no
+        gate (exit 3). A gate with nothing scored (in its metric, or in its group) FAILED: no
+        item shows that the threshold is met."""
         shown = "–" if self.value is None else f"{self.value:.4g}"
-        outcome = "undecided (the run did not finish)" if not decided else "held" if self.held else "FAILED"
-        return f"gate {self.gate.text()}: {shown} {outcome}" + (f" ({self.why})" if self.why else "")
+        said = "undecided (the run did not finish)" if not decided else "held" if self.held else "FAILED"
+        return f"{shown} {said}" + (f" ({self.why})" if self.why else "")
+
+    def line(self, decided: bool = True) -> str:
+        """The gate, its value and verdict (the summary's and the HTML report's line)."""
+        return f"gate {self.gate.text()}: {self.outcome(decided)}"
 
 
 def parse_gate(text: str, source: str) -> Gate:
@@ -109,8 +115,21 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
+def _listed(names: list[str], limit: int = 20) -> str:
+    more = f", … {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _missing(what: str, names: list[str], kind: str) -> str:
+    """Why ``what`` is not found among ``names`` (``kind``: its groups, its values): the nearest
+    one and those there are."""
+    near = closest(what.split(".")[0], names)
+    return (f": did you mean '{near}'?" if near else "") + (f" ({kind}: {_listed(names)})" if names else "")
+
+
 def value_of(path: str, metrics: dict[str, Any]) -> tuple[float | None, str]:
-    """The figure ``path`` names in a report's metrics (or None and why not)."""
+    """The figure ``path`` names in a report's metrics (or None and why not: what is missing,
+    with what there is)."""
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):  # metric names may hold dots: the longest that exists
         name = ".".join(parts[:cut])
@@ -133,13 +152,29 @@ def value_of(path: str, metrics: dict[str, Any]) -> tuple[float | None, str]:
     groups = [c.key if hasattr(c, "key") else c["key"] for c in columns
               if (c.group if hasattr(c, "group") else c.get("group"))]
     for row in rows:
-        if any(str(row.get(g)) == rest[0] for g in groups):
+        group = rest[0]
+        if any(str(row.get(g)) == group for g in groups):
+            figures = {k: v for k, v in row.items() if k not in groups}
             if len(rest) == 1:
-                value = _main(row)
-            else:
-                value = _number(row.get(".".join(rest[1:])))
-            return value, "" if value is not None else "nothing scored"
-    return None, f"metric '{name}' has no '{'.'.join(rest)}'"
+                value = _main(figures)
+                if value is None and not any(key in figures for key in MAIN) \
+                        and sum(_number(v) is not None for v in figures.values()) > 1:
+                    return None, (f"group '{group}' has no single figure: name one "
+                                  f"({', '.join(f'{name}.{group}.{k}' for k in figures)})")
+                return value, "" if value is not None else f"nothing scored in group '{group}'"
+            key = ".".join(rest[1:])
+            if key not in figures:
+                return None, (f"group '{group}' of metric '{name}' has no value '{key}'"
+                              + _missing(key, list(figures), "its values"))
+            value = _number(figures[key])
+            return value, "" if value is not None else f"nothing scored in group '{group}'"
+    present = list(dict.fromkeys(str(row.get(g)) for row in rows for g in groups))
+    if present:
+        return None, (f"metric '{name}' has no group '{rest[0]}' in this run"
+                      + _missing(rest[0], present, "its groups"))
+    if values:
+        return None, f"metric '{name}' has no '{'.'.join(rest)}'" + _missing(rest[0], list(values), "its values")
+    return None, f"metric '{name}' has no '{'.'.join(rest)}' in this run (nothing was scored)"
 
 
 def evaluate(gates: list[Gate], metrics: dict[str, Any]) -> list[GateResult]:

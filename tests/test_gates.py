@@ -13,6 +13,7 @@ from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
 from tests.conftest import REPO
 from intellagent_plugins.reporters.writers import read_report
+from html import escape as _e
 
 # shared/datasets when the machine has it, else where .ci/run fetched it (shared/ may be read-only)
 JUNIT_XSD = next((p for p in (REPO.parent / "shared" / "datasets" / "junit" / "junit-10.xsd",
@@ -27,24 +28,56 @@ METRICS = {
               {"category": "data privacy", "rate": {"rate": None, "n": 0, "passed": 0}}]),
     "coverage": MetricResult(name="coverage", title="cov", values={"policies": 0.5, "pairs": 0.1}),
     "pass-hat-k": MetricResult(name="pass-hat-k", title="p", values={"pass^1": 0.7, "pass^2": 0.5}),
+    "failed-by": MetricResult(name="failed-by", title="f", columns=[
+        Column(key="failed", label="failed", group=True), Column(key="fail", label="fail", kind="number"),
+        Column(key="agent-error", label="agent-error", kind="number")],
+        rows=[{"failed": "policy", "fail": 2, "agent-error": 0}]),
 }
 
 
 @pytest.mark.parametrize("path,value", [
     ("success", 0.6), ("success.n", 10), ("by-category.authentication/access control", 0.25),
-    ("coverage.pairs", 0.1), ("pass-hat-k", 0.7), ("pass-hat-k.pass^2", 0.5),
+    ("coverage.pairs", 0.1), ("pass-hat-k", 0.7), ("pass-hat-k.pass^2", 0.5), ("failed-by.policy.fail", 2),
 ])
 def test_a_gate_path_names_a_metric_a_group_and_a_value(path, value):
     assert value_of(path, METRICS)[0] == value
 
 
 @pytest.mark.parametrize("path,why", [
-    ("by-category.data privacy", "nothing scored"), ("coverage", "no single figure"),
-    ("nope", "no metric 'nope'"), ("by-category.billing", "has no 'billing'"),
+    ("by-category.data privacy", "nothing scored in group 'data privacy'"),
+    ("coverage", "no single figure"), ("nope", "no metric 'nope'"),
+    ("by-category.billing", "metric 'by-category' has no group 'billing' in this run (its groups: "
+                            "authentication/access control, data privacy)"),
+    ("by-category.data privcy", "metric 'by-category' has no group 'data privcy' in this run: did you "
+                                "mean 'data privacy'? (its groups: "),
+    ("by-category.data privacy.rte", "group 'data privacy' of metric 'by-category' has no value 'rte': "
+                                     "did you mean 'rate'?"),
+    ("success.rte", "metric 'success' has no 'rte': did you mean 'rate'? (its values: rate, n, passed)"),
+    ("failed-by.policy", "group 'policy' has no single figure: name one (failed-by.policy.fail, "
+                         "failed-by.policy.agent-error)"),  # (it said "nothing scored")
+    ("pass-hat-k.pass^3", "metric 'pass-hat-k' has no 'pass^3': did you mean 'pass^2'? (its values: "
+                          "pass^1, pass^2)"),
 ])
-def test_a_gate_without_a_value_does_not_hold(path, why):
+def test_a_gate_without_a_value_does_not_hold_and_says_what_there_is(path, why):
+    """A group or value the run does not have failed as "has no 'billing'", naming nothing
+    that was there."""
     [result] = evaluate([Gate(path=path, op=">=", threshold=0)], METRICS)
-    assert not result.held and why in result.why
+    assert not result.held and why in result.why, result.why
+
+
+def test_a_gate_on_a_group_with_nothing_scored_fails_and_says_so_alike_everywhere(runner, tmp_path):
+    """No scored item shows the threshold is met: the gate fails (exit 1), as a gate on a
+    metric with nothing scored does; the summary, the HTML report and JUnit say the same."""
+    result = run(runner, tmp_path, "--fail-under", "by-challenge.999=0.5", "--set", "report=[html, json, junit]")
+    assert result.exit_code == 1, result.output
+    line = next(l.strip() for l in result.stdout.splitlines() if "gate by-challenge.999" in l)
+    assert line.startswith("gate by-challenge.999 >= 0.5: – FAILED (metric 'by-challenge' has no group "
+                           "'999' in this run (its groups: "), line
+    folder = next(tmp_path.glob("runs/*"))
+    outcome = line.split(": ", 1)[1]
+    assert _e(outcome) in (folder / "report.html").read_text()
+    properties = ET.parse(folder / "report.junit.xml").getroot().iter("property")
+    assert {p.get("name"): p.get("value") for p in properties}["gate by-challenge.999 >= 0.5"] == outcome
 
 
 def test_gate_operators():

@@ -408,7 +408,7 @@ def test_an_agent_that_goes_away_mid_run_leaves_infra_errors_counted_by_cause(ru
     folder = next(tmp_path.glob("runs/*/"))
     assert "undecided" in (folder / "report.html").read_text()
     assert "FAILED" not in (folder / "report.html").read_text()
-    assert 'value="None undecided"' in (folder / "report.junit.xml").read_text()
+    assert 'value="– undecided (the run did not finish)' in (folder / "report.junit.xml").read_text()
     statuses = {i["status"] for i in report(tmp_path)["items"] if i["step"] == "dialogs"}
     assert statuses == {"infra-error"}  # retried by the next run, never counted against the agent
 

@@ -68,9 +68,8 @@ class JunitReporter(Reporter):
         p = info.provenance
         if p is not None and p.agent is not None:
             facts |= {"agent.endpoint": p.agent.endpoint, "agent.identity": p.agent.identity or "black box"}
-        for gate in report.gates:
-            verdict = "undecided" if not report.finished else "held" if gate.held else "failed"
-            facts[f"gate {gate.gate.text()}"] = f"{gate.value} {verdict}"
+        for gate in report.gates:  # as the summary and the HTML report say it
+            facts[f"gate {gate.gate.text()}"] = gate.outcome(report.finished)
         for name, value in facts.items():
             ET.SubElement(properties, "property", name=name, value=value)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}

@@ -20,7 +20,8 @@ from intellagent.errors import IntellagentError, closest
 
 OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, ">": operator.gt,
                                                    "<=": operator.le, "<": operator.lt}
-_GATE = re.compile(r"^\s*([A-Za-z0-9_.^/-]+)\s*(>=|<=|>|<)\s*(-?[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\s*$")
+# a path may hold spaces (a group "authentication/access control"), not the operators' signs
+_GATE = re.compile(r"^\s*([^<>=\s](?:[^<>=]*[^<>=\s])?)\s*(>=|<=|>|<)\s*(-?[0-9]*\.?[0-9]+(?:[eE]-?[0-9]+)?)\s*$")
 MAIN = ("rate", "value", "mean", "pass^1")  # a metric's (or row's) main figure, by preference
 
 

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from intellagent.cli import cli
-from intellagent.gates import Gate, evaluate, parse_gate, value_of
+from intellagent.gates import Gate, evaluate, fail_under, parse_gate, value_of
 from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
 from tests.conftest import REPO
@@ -86,6 +86,14 @@ def test_gate_operators():
     assert [r.held for r in results] == [True, False, True, True, False]
     with pytest.raises(IntellagentError, match="not a gate"):
         parse_gate("success => 1", "gates[0]")
+
+
+def test_a_gate_may_name_a_group_with_spaces():
+    """The example of docs/ci.md was "not a gate": a policy category has spaces."""
+    gate = parse_gate("by-category.authentication/access control >= 0.2", "gates[0]")
+    assert gate.path == "by-category.authentication/access control" and gate.threshold == 0.2
+    assert evaluate([gate, fail_under("by-category.authentication/access control=0.3")], METRICS)[0].held
+    assert fail_under(" by-category.data privacy =0.3").path == "by-category.data privacy"
 
 
 def run(runner, ws, *extra, events="8"):

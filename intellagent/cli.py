@@ -254,6 +254,7 @@ def validate(obj: Context, target: str, pipeline: str | None, data: Path | None,
         plan = load_plan(pipeline, registry, overrides=overrides)
         _same_environment(plan, registry, env)
         plan.check_environment(env)
+        plan.check_gates(env)
         _echo_plan(plan)
 
 
@@ -562,10 +563,12 @@ class RunInputs:
 
     def check(self, plan: Any, until: str | None = None, *, credentials: bool = True) -> dict[str, list[str]]:
         """Refuse, before the store is made, what the steps (up to ``until``) cannot run with:
-        the environment's tools and tables, the models' providers. ``credentials=False``: a
-        missing API key (or a real model while offline) is returned, not refused."""
+        the environment's tools and tables, a gate's group the run cannot have, the models'
+        providers. ``credentials=False``: a missing API key (or a real model while offline) is
+        returned, not refused."""
         steps = plan.upstream(until) if until else None
         plan.check_environment(self.env, steps)
+        plan.check_gates(self.env, self.gates)
         return plan.check_providers(self.registry, steps, credentials=credentials)
 
     def _gates(self, plan: Any) -> list[Any]:

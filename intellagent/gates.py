@@ -5,7 +5,9 @@ A gate is ``PATH OP NUMBER`` (``success >= 0.8``, ``by-category.authentication >
 (``PATH >= NUMBER``). The path names a metric, then optionally a group (a row whose group column
 has that value) and a value key; without a key it is the metric's (or the row's) main figure: a
 rate, else a ratio or mean, else its only number. A gate whose value does not exist, or is empty
-(nothing scored), does not hold.
+(nothing scored), does not hold. Before the run a gate is refused when it names no metric, a
+threshold outside its figure's range (a metric's ``bounds``) or a group its metric cannot have
+(a metric's ``groups``, where they are known before the run).
 """
 
 from __future__ import annotations
@@ -76,24 +78,41 @@ def fail_under(text: str) -> Gate:
         raise expected from None
 
 
-def unknown_gate_metric(gate: Gate, metrics: dict[str, Any]) -> str | None:
-    """A gate naming no metric of the pipeline, or None."""
-    parts = gate.path.split(".")
-    if any(".".join(parts[:cut]) in metrics for cut in range(len(parts), 0, -1)):
+def _metric_of(path: str, metrics: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The metric a gate's path names (the longest name that is one: names may hold dots) and
+    the rest of the path; None when it names none."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        if ".".join(parts[:cut]) in metrics:
+            return ".".join(parts[:cut]), parts[cut:]
+    return None
+
+
+def group_problem(gate: Gate, metrics: dict[str, Any], plan: Any, env: Any) -> str | None:
+    """Why ``gate`` names a group its metric cannot have in a run of ``plan`` on ``env``, where
+    the metric knows its groups before the run (its ``groups(plan, env)``; None: only the run
+    tells); None when it can."""
+    found = _metric_of(gate.path, metrics)
+    if found is None or not found[1]:
         return None
-    return f"gate '{gate.text()}' names no metric of this pipeline (metrics: {', '.join(metrics) or 'none'})"
+    name, rest = found
+    hook = getattr(metrics[name], "groups", None)
+    groups = hook(plan, env) if hook is not None else None
+    if groups is None or rest[0] in groups:
+        return None
+    return (f"gate '{gate.text()}' names group '{rest[0]}' of {name}, which this run cannot have"
+            + _missing(rest[0], list(groups), "its groups"))
 
 
 def gate_problem(gate: Gate, metrics: dict[str, Any]) -> str | None:
     """Why ``gate`` cannot work in a pipeline with ``metrics`` (metric plugins, by name): it
     names no metric, or its threshold lies outside the range of the figure it names (a rate's
     0 to 1: ``success >= 2`` could never hold); None when it can."""
-    problem = unknown_gate_metric(gate, metrics)
-    if problem:
-        return problem
-    parts = gate.path.split(".")
-    cut = next(cut for cut in range(len(parts), 0, -1) if ".".join(parts[:cut]) in metrics)
-    bounds = getattr(metrics[".".join(parts[:cut])], "bounds", lambda path: None)(parts[cut:])
+    found = _metric_of(gate.path, metrics)
+    if found is None:
+        return f"gate '{gate.text()}' names no metric of this pipeline (metrics: {', '.join(metrics) or 'none'})"
+    name, rest = found
+    bounds = getattr(metrics[name], "bounds", lambda path: None)(rest)
     if bounds is not None and not bounds[0] <= gate.threshold <= bounds[1]:
         return (f"gate '{gate.text()}': {gate.threshold:g} is outside the range of {gate.path} "
                 f"({bounds[0]:g} to {bounds[1]:g}; a rate of 80 % is 0.8)")
@@ -131,14 +150,11 @@ def _missing(what: str, names: list[str], kind: str) -> str:
 def value_of(path: str, metrics: dict[str, Any]) -> tuple[float | None, str]:
     """The figure ``path`` names in a report's metrics (or None and why not: what is missing,
     with what there is)."""
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):  # metric names may hold dots: the longest that exists
-        name = ".".join(parts[:cut])
-        if name in metrics:
-            break
-    else:
-        return None, f"no metric '{parts[0]}' (metrics: {', '.join(metrics) or 'none'})"
-    result, rest = metrics[name], parts[cut:]
+    found = _metric_of(path, metrics)
+    if found is None:
+        return None, f"no metric '{path.split('.')[0]}' (metrics: {', '.join(metrics) or 'none'})"
+    name, rest = found
+    result = metrics[name]
     values = result.values if hasattr(result, "values") else result.get("values", {})
     rows = result.rows if hasattr(result, "rows") else result.get("rows", [])
     columns = result.columns if hasattr(result, "columns") else result.get("columns", [])

@@ -123,6 +123,12 @@ class Metric:
         when empty), when it has one (a rate: 0 to 1); None when unbounded or unknown."""
         return None
 
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        """Every group a gate may name below this metric in a run of ``plan`` on ``env``, when
+        they are known before the run (a gate naming another is refused then, costing nothing);
+        None when only the run tells, or the metric has no groups (the default)."""
+        return None
+
 
 def counted(data: Any, score: str, passed: list[str] | None, failed: list[str] | None) -> tuple[list[str], list[str]]:
     """The statuses that count as passed and as failed for ``score``: the metric's own when it
@@ -145,6 +151,22 @@ def groups_of(score: Score, by: list[str]) -> list[tuple]:
         values = value if isinstance(value, list) else [value]
         combos = [c + (v,) for c in combos for v in values]
     return combos
+
+
+def label_groups(plan: Any, env: Any, scores: Iterable[str], by: list[str]) -> list[str] | None:
+    """The groups of a metric grouped ``by`` labels of ``scores``, as a gate names them (a row
+    by any of its label values): every value the plan fixes for each label; None when it has
+    no groups, or one label's values are known only from the run."""
+    if not by:
+        return None
+    out: list[str] = []
+    for label in by:
+        for score in scores:
+            values = plan.label_values(score, label, env)
+            if values is None:
+                return None
+            out += [str(v) for v in values if str(v) not in out]
+    return out
 
 
 def _group_text(group: tuple) -> str:
@@ -194,6 +216,9 @@ class RateMetric(Metric):
         if not path or path[-1] in ("rate", "low", "high") or (len(path) == 1 and path[0] not in ("n", "passed")):
             return (0.0, 1.0)
         return None
+
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        return label_groups(plan, env, [self.config.score], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: RateConfig = self.config
@@ -312,6 +337,10 @@ class MicroPRMetric(Metric):
     def reads(self) -> dict[str, list[str]]:
         return {self.config.matched: [], self.config.predicted: [], self.config.actual: []}
 
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        c: MicroPRConfig = self.config
+        return label_groups(plan, env, [c.matched, c.predicted, c.actual], c.by)
+
     def compute(self, data: Any) -> MetricResult:
         c: MicroPRConfig = self.config
         sums: dict[tuple, dict[str, float]] = defaultdict(lambda: {"m": 0.0, "p": 0.0, "a": 0.0})
@@ -365,6 +394,9 @@ class RatioMetric(Metric):
     def reads(self) -> dict[str, list[str]]:
         return {self.config.numerator: [], self.config.denominator: []}
 
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        return label_groups(plan, env, [self.config.numerator, self.config.denominator], self.config.by)
+
     def compute(self, data: Any) -> MetricResult:
         c: RatioConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -406,6 +438,9 @@ class MeanMetric(Metric):
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
 
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        return label_groups(plan, env, [self.config.score], self.config.by)
+
     def compute(self, data: Any) -> MetricResult:
         c: MeanConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -440,6 +475,9 @@ class CountsMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
+
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        return label_groups(plan, env, [self.config.score], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: CountsConfig = self.config

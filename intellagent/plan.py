@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Literal
 from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
-from intellagent.gates import Gate, gate_problem, parse_gate
+from intellagent.gates import Gate, gate_problem, group_problem, parse_gate
 from intellagent.paths import PathRules
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
 from intellagent.prompts import check_prompt_folders
@@ -187,6 +187,44 @@ class Plan:
             rebuild = self.rebuild
             raise _blamed(exc, self.source, [(None, None, f) for f in self.flags],  # type: ignore[misc]
                           lambda k: rebuild(k).check_environment(env, steps, blame=False)) from None
+
+    def label_values(self, score: str, label: str, env: Any) -> list[Any] | None:
+        """Every value label ``label`` of score ``score`` can take in a run on ``env``: those that
+        each step giving the score with that label, or a step it depends on, fixes
+        (:meth:`~intellagent.steps.Step.label_values`); None when any comes from the run."""
+        fixed: dict[str, dict[str, list[Any]]] = {}
+
+        def of(name: str) -> dict[str, list[Any]]:
+            if name not in fixed:
+                hook = getattr(self.steps[name].plugin, "label_values", None)
+                fixed[name] = (hook(env) if hook is not None else None) or {}
+            return fixed[name]
+
+        values: list[Any] = []
+        givers = [s for s in self.steps.values() if score in s.scores]
+        for giver in givers:
+            labels = giver.scores[score].labels
+            if not labels:  # (it declares none: any may come)
+                return None
+            if label not in labels:
+                continue
+            found = [of(name)[label] for name in self.upstream(giver.name) if label in of(name)]
+            if not found:
+                return None
+            values += [v for vs in found for v in vs if v not in values]
+        return values if givers else None
+
+    def check_gates(self, env: Any, gates: list[Gate] | None = None) -> None:
+        """Each gate (the pipeline's by default) names a group its metric can have in a run on
+        ``env``, where the metric knows its groups before the run: one naming another could only
+        fail once the run is paid for. Refused in one line naming the gate's line or flag."""
+        for gate in self.gates if gates is None else gates:
+            problem = group_problem(gate, self.metrics, self, env)
+            if problem is None:
+                continue
+            if gate in self.gates:
+                raise self.error(("gates", self.gates.index(gate)), problem)
+            raise IntellagentError(problem, item=gate.source or None)
 
     def declared_scores(self) -> dict[str, ScoreSpec]:
         """Every score the steps declare, by name (two steps giving the same score: their

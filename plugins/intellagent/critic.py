@@ -79,6 +79,9 @@ def _judgement_fields(findings: type[BaseModel]) -> dict[str, Any]:
 #: came up, or whose simulated user kept stopping for a wrong reason, counts for nothing.
 EVENT = Statuses(passed=["pass"], failed=["fail", "agent-error"], other=["not-exercised", "simulator-error"])
 
+#: What can fail an event, the values of its ``failed`` label.
+FAILED = ("stop", "policy", "state", "agent-error")
+
 USER_DECIDES = {"success": "pass", "failure": "fail", "give-up": "fail"}
 
 
@@ -177,6 +180,10 @@ class PolicyCritic(Critic):
 
     def fingerprint(self) -> dict[str, str]:
         return self.prompts.fingerprint()
+
+    def label_values(self, env) -> dict[str, list[str]]:
+        """What can fail an event (its ``failed`` label): the stop, a policy, the end state, the agent."""
+        return {"failed": list(FAILED)}
 
     def estimate(self, env) -> ItemEstimate:
         """One judgement per dialog: the agent's prompt, about three policies and the transcript

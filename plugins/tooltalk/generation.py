@@ -266,6 +266,10 @@ class WriteConversation(Generator):
     def fingerprint(self) -> Any:
         return self.prompts.fingerprint()
 
+    def label_values(self, env) -> dict[str, list[Any]]:
+        """Its conversations' set: the one its options name."""
+        return {"set": [self.config.set_name]}
+
     def setting(self, ctx, scenario: Scenario) -> tuple[dict[str, Any], dict[str, Any], bool]:
         """The user, the metadata and whether the user starts logged in, drawn by the seed."""
         rng = ctx.rng("setting")

@@ -87,6 +87,11 @@ class Conversations(Sampler):
                               "give `folder` for others)", item="steps.conversations.with.sets")
         return conversation_files(c.sets)
 
+    def label_values(self, env) -> dict[str, list[Any]]:
+        """The sets its conversations belong to: those asked for, or the folder's name."""
+        c: ConversationsConfig = self.config
+        return {"set": [Path(c.folder).resolve().name] if c.folder is not None else list(c.sets)}
+
     def fingerprint(self) -> Any:
         digest = hashlib.sha256()
         for set_name, path in self.files():

@@ -61,3 +61,10 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     mean"; None when none is near."""
     found = difflib.get_close_matches(word, list(choices), n=1)
     return found[0] if found else None
+
+
+def listed(names: Iterable[str], limit: int = 20) -> str:
+    """``names`` joined for an error line, at most ``limit`` of them and how many more."""
+    names = list(names)
+    more = f", … {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from intellagent.errors import IntellagentError, closest
+from intellagent.errors import IntellagentError, closest, listed
 
 OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, ">": operator.gt,
                                                    "<=": operator.le, "<": operator.lt}
@@ -135,16 +135,11 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _listed(names: list[str], limit: int = 20) -> str:
-    more = f", … {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
-
-
 def _missing(what: str, names: list[str], kind: str) -> str:
     """Why ``what`` is not found among ``names`` (``kind``: its groups, its values): the nearest
     one and those there are."""
     near = closest(what.split(".")[0], names)
-    return (f": did you mean '{near}'?" if near else "") + (f" ({kind}: {_listed(names)})" if names else "")
+    return (f": did you mean '{near}'?" if near else "") + (f" ({kind}: {listed(names)})" if names else "")
 
 
 def value_of(path: str, metrics: dict[str, Any]) -> tuple[float | None, str]:

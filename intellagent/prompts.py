@@ -27,7 +27,7 @@ from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
 from intellagent.bounds import MAX_CHARS
-from intellagent.errors import ConfigError, closest
+from intellagent.errors import ConfigError, closest, listed
 from intellagent.paths import path_option
 
 #: Attributes a template may not name even when they do not start with "_" (Jinja2's sandbox
@@ -255,9 +255,6 @@ class PromptFiles:
 PromptsFolder = path_option("folder", "prompts folder")
 _FOLDER_CHECK = PromptsFolder.__metadata__[0]  # how a model's field typed PromptsFolder is known
 
-#: The most prompt names an error lists.
-LISTED = 20
-
 
 def held_by(step: Any) -> list[PromptFiles]:
     """The :class:`PromptFiles` an object holds as attributes (a step's, by default)."""
@@ -334,8 +331,6 @@ def _check_folder(folder: Path, files: list[tuple[str, PromptFiles]], read: set[
                               f"so it would be ignored: give {changed[0]} `prompts: {given}` too, or "
                               "remove the file", file=shown)
         near = closest(name, read)
-        listed = sorted(read)
-        more = f", … {len(listed) - LISTED} more" if len(listed) > LISTED else ""
-        hint = f": did you mean {near}?" if near else f" (their prompts: {', '.join(listed[:LISTED])}{more})"
+        hint = f": did you mean {near}?" if near else f" (their prompts: {listed(sorted(read))})"
         raise ConfigError(f"no step reading this folder ({', '.join(steps)}) renders a prompt of that "
                           f"name, so it would be ignored{hint}", file=shown)

@@ -786,9 +786,10 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
     reporter or a metric plugin)."""
     from intellagent.report import load_run
     from intellagent.report import write_reports
+    from intellagent.store import open_existing
 
     registry = obj.registry
-    store = _existing_workspace(workspace, store_url)
+    store = open_existing(workspace, store_url)
     plan, rebuilt, data = load_run(store, store.resolve_run(run), registry)
     reporters = plan.reporters
     if formats is not None:
@@ -828,9 +829,10 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
     with a 95 % interval; also written as compare-A-B.html beside the runs."""
     from intellagent.compare import compare as make
     from intellagent.report import load_run
+    from intellagent.store import open_existing
 
     registry = obj.registry
-    store = _existing_workspace(workspace, store_url)
+    store = open_existing(workspace, store_url)
     ids = [store.resolve_run(r) for r in (run_a, run_b)]
     (_, report_a, data_a), (plan_b, report_b, data_b) = (load_run(store, i, registry) for i in ids)
     result = make((report_a, data_a), (report_b, data_b))
@@ -884,7 +886,9 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
 def cost(run: str, workspace: Path, store_url: str | None) -> None:
     """Cost and tokens of RUN (a run id, or latest) by step and model: every call its results
     took, including calls made before a resume or for items it reused."""
-    store = _existing_workspace(workspace, store_url)
+    from intellagent.store import open_existing
+
+    store = open_existing(workspace, store_url)
     run_id = store.resolve_run(run)
     rows = store.cost_summary(run_id)
     click.echo(f"run {run_id}")
@@ -937,42 +941,34 @@ def store() -> None:
               show_default=True, help="Workspace folder holding intellagent.db.")
 @STORE_OPTION
 def store_check(workspace: Path, store_url: str | None) -> None:
-    """Check the store: its schema is one this version knows (migrated if older), every table and
-    column is there, and (SQLite) the file passes SQLite's full integrity check. One line per
-    problem and exit 2, or what it holds."""
-    from intellagent.store import Store, safe_url
+    """Check the store: its schema is one this version knows (migrated if older, where the store
+    may be written), every table and column is there, and (SQLite) the file passes SQLite's full
+    integrity check. One line per problem and exit 2, or what it holds."""
+    from intellagent.store import ReadOnlyStore, Store, safe_url
     from intellagent.store import store_url as chosen_url
 
     url = chosen_url(store_url)
     if not url and not (workspace / "intellagent.db").is_file():
         raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    opened = Store(url or f"sqlite:///{workspace / 'intellagent.db'}", check=False)
-    problems = opened.problems(thorough=True)
     where = safe_url(url) if url else str(workspace / "intellagent.db")
+    url = url or f"sqlite:///{workspace / 'intellagent.db'}"
+    read_only = False
+    try:
+        opened = Store(url, check=False)
+    except ReadOnlyStore:  # one it may not write is checked as it is, not migrated
+        opened, read_only = Store(url, read_only=True, check=False), True
+    problems = opened.problems(thorough=True)
     for problem in problems:
         click.echo(f"error: {where}: {problem}", err=True)
     if problems:
         sys.exit(2)
-    click.echo(f"ok: {where}: {opened.describe()}; integrity ok")
+    click.echo(f"ok: {where}: {opened.describe()}; integrity ok"
+               + ("; read-only here: checked as it is" if read_only else ""))
 
 
 RETRIED = {"infra-error": "an endpoint fault or a timeout, asked again",
            "invalid-output": "a model answer that did not fit, asked again with another seed"}
 """Item statuses a re-run can fix, and how (a budget stop is fixed by raising the budget)."""
-
-
-def _existing_workspace(workspace: Path, url: str | None = None, *, read_only: bool = True) -> Any:
-    """The store of a workspace that must already exist (for commands that read runs: opened
-    read-only, so a workspace the user may not write still serves them): the one at ``url``
-    (--store) or $INTELLAGENT_STORE when given."""
-    from intellagent.store import Store, store_url
-
-    url = store_url(url)
-    if url:
-        return Store(url, read_only=read_only)
-    if not (workspace / "intellagent.db").is_file():
-        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    return Store(f"sqlite:///{workspace / 'intellagent.db'}", read_only=read_only)
 
 
 def main() -> None:

@@ -11,8 +11,7 @@ from typing import Any
 
 import click
 
-from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, _existing_workspace,
-                             exit_code, run_options)
+from intellagent.cli import EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, run_options
 from intellagent.errors import IntellagentError
 
 
@@ -118,8 +117,9 @@ def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool,
     from intellagent.calibration import calibrate as agreement
     from intellagent.calibration import read_labels, subjects_of
     from intellagent.report import load_run
+    from intellagent.store import open_existing
 
-    store = _existing_workspace(workspace, store_url, read_only=False)
+    store = open_existing(workspace, store_url, read_only=False)
     run_id = store.resolve_run(run)
     plan, _, data = load_run(store, run_id, obj.registry)
     labels = read_labels(labels_path, set(subjects_of(plan)))
@@ -156,8 +156,9 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     file for `intellagent calibrate`."""
     from intellagent.labelling import label_page
     from intellagent.report import load_run
+    from intellagent.store import open_existing
 
-    store = _existing_workspace(workspace, store_url)
+    store = open_existing(workspace, store_url)
     run_id = store.resolve_run(run)
     _, _, data = load_run(store, run_id, obj.registry)
     views = [c.value for c in obj.registry.components.get("view", {}).values()]
@@ -245,10 +246,11 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     from intellagent.replay import Recording, text_matcher
     from intellagent.report import RunInfo
     from intellagent.runner import run_plan
+    from intellagent.store import open_existing
 
     text_matcher(text)  # a matcher that cannot work is refused before anything runs
     registry = obj.registry
-    store = _existing_workspace(workspace, store_url, read_only=False)
+    store = open_existing(workspace, store_url, read_only=False)
     run_id = store.resolve_run(run)
     config = store.run_config(run_id)
     if not config.get("info"):

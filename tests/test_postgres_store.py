@@ -14,7 +14,7 @@ import pytest
 
 from intellagent.cli import cli
 from intellagent.errors import IntellagentError
-from intellagent.store import MIGRATIONS, Store
+from intellagent.store import MIGRATIONS, ReadOnlyStore, Store
 from intellagent_plugins.reporters.writers import read_report
 
 pytestmark = pytest.mark.slow  # starts a PostgreSQL server
@@ -139,6 +139,26 @@ def _items_under_prefixes(store):
     assert [(r["item"], r["halt"], r["payload"]) for r in rows][:2] == [("E_1/0", False, '{"i": 2}'),
                                                                          ("E_1/1", True, '{"i": 3}')]
     assert all(type(r["halt"]) is bool and "payload" not in r for r in store.run_items(run))
+
+
+def test_a_read_only_postgresql_store_serves_the_reading_commands_and_refuses_a_run(runner, tmp_path, postgres_url):
+    """A database whose transactions are read-only (a standby, a replica for reports): a run is
+    refused in one line (exit 2) before any work; cost and store check read it."""
+    ws = ["--workspace", str(tmp_path / "ws"), "--store", postgres_url]
+    assert runner.invoke(cli, ["run", "education", "--events", "2", *ws]).exit_code in (0, 3)
+    engine = Store(postgres_url).engine
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"ALTER DATABASE {engine.url.database} SET default_transaction_read_only = on")
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--seed", "9", *ws])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.stderr.strip().endswith(": the store cannot be written (its server takes read-only transactions "
+                                          "only): this command records its work there; give one it may write "
+                                          f"(--store) ({ReadOnlyStore.READERS})"), result.stderr
+    assert runner.invoke(cli, ["cost", *ws]).exit_code == 0
+    check = runner.invoke(cli, ["store", "check", *ws])
+    assert check.exit_code == 0 and check.stdout.strip().endswith("read-only here: checked as it is"), check.output
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM runs").scalar() == 1
 
 
 def test_run_items_under_a_prefix_on_sqlite(tmp_path):

@@ -11,24 +11,28 @@ them together over one connection and commits their buffered rows in one transac
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import weakref
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from intellagent.errors import IntellagentError
 from intellagent.store.calls import INSERT_CALL, CallLog
-from intellagent.store.connection import (HotConnection, normalize_url, read_only_args,
-                                          read_only_url, safe_url, sqlite_begin, sqlite_pragmas,
-                                          sqlite_read_pragmas, url_password, url_problem)
+from intellagent.store.connection import (HotConnection, normalize_url, safe_url, sqlite_begin,
+                                          sqlite_pragmas, sqlite_read_pragmas, url_password,
+                                          url_problem)
 from intellagent.store.items import ItemRecords
 from intellagent.store.leases import HOST, RELEASE, Leases
+from intellagent.store.read_only import (ReadOnlyStore, cannot_write, read_only_args, read_only_url,
+                                         sqlite_path)
 from intellagent.store.runs import RunRecords
 from intellagent.store.schema import (MIGRATIONS, LLMCallRow, StoreError, applied, check_ours, check_version,
                                       integrity_problems, migrate, schema_problems)
 
-__all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "Store", "normalize_url",
-           "open_store", "store_url", "url_password"]
+__all__ = ["HOST", "MIGRATIONS", "STORE_VARIABLE", "LLMCallRow", "ReadOnlyStore", "Store",
+           "normalize_url", "open_existing", "open_store", "store_url", "url_password"]
 
 STORE_VARIABLE = "INTELLAGENT_STORE"
 
@@ -55,6 +59,18 @@ def open_store(workspace: str | Path, url: str | None = None, default: str | Non
         Path(workspace).mkdir(parents=True, exist_ok=True)  # reports still go to the workspace
         return Store(url)
     return Store.for_workspace(workspace)
+
+
+def open_existing(workspace: str | Path, url: str | None = None, *, read_only: bool = True) -> "Store":
+    """The store of a workspace that must already exist, for a command that reads its runs:
+    opened read-only (unless ``read_only`` is False), so a workspace the user may not write still
+    serves it; the one at ``url`` (--store) or $INTELLAGENT_STORE when given."""
+    url = store_url(url)
+    if url:
+        return Store(url, read_only=read_only)
+    if not (Path(workspace) / "intellagent.db").is_file():
+        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
+    return Store(f"sqlite:///{Path(workspace) / 'intellagent.db'}", read_only=read_only)
 
 
 class Store(RunRecords, ItemRecords, CallLog, Leases):
@@ -84,9 +100,13 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         self._pending_run_items = []
         self._pending_releases = []
         self._last_flush = time.monotonic()
+        engine_url = url
+        if read_only:
+            engine_url, scratch = read_only_url(url)
+            if scratch is not None:  # a copy read in place of a store left by a killed run
+                weakref.finalize(self, shutil.rmtree, scratch, True)
         try:
-            self.engine = sa.create_engine(read_only_url(url) if read_only else url,
-                                           **(read_only_args(url) if read_only else {}))
+            self.engine = sa.create_engine(engine_url, **(read_only_args(url) if read_only else {}))
         except ModuleNotFoundError as exc:
             raise IntellagentError(f"the store needs the '{exc.name}' driver: pip install "
                                    "'intellagent[postgres]'", item="store") from None
@@ -108,6 +128,9 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         except StoreError as exc:
             raise StoreError(exc.message, file=where, item=None if where else safe_url(url)) from None
         except sa.exc.DatabaseError as exc:
+            why = None if read_only else cannot_write(exc, sqlite_path(url))
+            if why:
+                raise ReadOnlyStore(why, file=where, item=None if where else safe_url(url)) from None
             raise IntellagentError(f"not a usable IntellAgent store: {exc.orig or exc}"
                                    .split("\n")[0], file=where,
                                    item=None if where else safe_url(url)) from None
@@ -153,7 +176,11 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     def migrate(self) -> list[int]:
         """Bring the store's schema up to date (:data:`~intellagent.store.schema.MIGRATIONS`)."""
         with self._writing() as conn:  # two processes starting on a new store: one migrates
-            return migrate(conn)
+            done = migrate(conn)
+            # a write that changes no row: SQLite opens a file it may not write read-only without
+            # a word, and its first write would fail in the middle of the command's work
+            conn.exec_driver_sql("DELETE FROM migrations WHERE 1 = 0")
+            return done
 
     def flush_due(self) -> None:
         """Commit what is buffered if ``FLUSH_SECONDS`` have passed since the last commit: a run

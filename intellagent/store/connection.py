@@ -46,21 +46,6 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def read_only_url(url: str) -> str:
-    """The URL that opens the store without the right to write: SQLite's ``mode=ro`` (the file
-    may sit in a folder the user cannot write)."""
-    if url.startswith("sqlite:///") and "?" not in url:
-        return f"sqlite:///file:{url.removeprefix('sqlite:///')}?mode=ro&uri=true"
-    return url
-
-
-def read_only_args(url: str) -> dict[str, Any]:
-    """Engine arguments that make every transaction on a server read-only."""
-    if url.startswith("postgresql"):
-        return {"connect_args": {"options": "-c default_transaction_read_only=on"}}
-    return {}
-
-
 def safe_url(url: str) -> str:
     """The URL as it may be printed (without a password)."""
     try:

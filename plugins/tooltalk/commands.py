@@ -25,11 +25,9 @@ def tooltalk_group() -> None:
 def export(obj, run: str, workspace: Path, out: Path) -> None:
     """Write RUN's conversations (those made without a problem) as ToolTalk JSON files."""
     from intellagent.report import load_run
-    from intellagent.store import Store
+    from intellagent.store import open_existing
 
-    if not (workspace / "intellagent.db").is_file():
-        raise IntellagentError("no intellagent.db here: not a workspace", file=workspace)
-    store = Store.for_workspace(workspace)
+    store = open_existing(workspace)  # only read: a workspace the user may not write serves it
     plan, _, data = load_run(store, store.resolve_run(run), obj.registry)
     steps = [name for name, s in plan.steps.items()
              if s.output.base is Conversation and not s.output.many and s.each]

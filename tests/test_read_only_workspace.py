@@ -1,0 +1,169 @@
+"""A workspace nobody may write (a CI job's downloaded artefact, a read-only mount): the commands
+that only read serve it and leave it as it was, and those that write the store refuse it in one
+line (exit 2), a workspace left by a killed run (rows only in its -wal) included. Made read-only
+for root too: tests/unprivileged.py."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from intellagent.cli import cli
+from tests.test_bad_input import assert_one_clean_line
+from tests.unprivileged import invoke, read_only
+
+
+def run_education(ws: Path, seed: str) -> None:
+    result = CliRunner().invoke(cli, ["run", "education", "--events", "2", "--seed", seed, "--workspace", str(ws)])
+    assert result.exit_code in (0, 3), result.output
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """A workspace with two finished runs, its store closed cleanly (no -wal, no -shm)."""
+    made = tmp_path_factory.mktemp("made")
+    for seed in ("1", "2"):
+        run_education(made / "runs", seed)  # this process keeps the store open: copied below
+    ws = made / "ws"
+    shutil.copytree(made / "runs" / "runs", ws / "runs")
+    with contextlib.closing(sqlite3.connect(made / "runs" / "intellagent.db")) as source, \
+            contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as copy:
+        source.backup(copy)
+        copy.execute("PRAGMA journal_mode=WAL")  # as IntellAgent keeps it; the only connection closes it
+    assert sorted(p.name for p in ws.iterdir()) == ["intellagent.db", "runs"]
+    return ws
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A workspace as a run killed before any checkpoint leaves it (its first run in the main
+    file, the whole second run only in the -wal: copied while another connection kept it from
+    being checkpointed), and its runs' ids."""
+    ws = tmp_path_factory.mktemp("crashed") / "ws"
+    run_education(ws, "1")
+    copy = ws.parent / "copy"
+    copy.mkdir()
+    holder = sqlite3.connect(ws / "intellagent.db")  # the last connection to close checkpoints
+    try:
+        holder.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the first run into the main file
+        run_education(ws, "2")
+        for suffix in ("", "-wal", "-shm"):
+            shutil.copyfile(f"{ws / 'intellagent.db'}{suffix}", f"{copy / 'intellagent.db'}{suffix}")
+    finally:
+        holder.close()
+    return copy, run_ids(ws)
+
+
+def state(ws: Path) -> tuple[str, list[tuple[str, int]]]:
+    """Every row of the store and every file of the workspace (name and size)."""
+    conn = sqlite3.connect(f"file:{ws / 'intellagent.db'}?immutable=1", uri=True)
+    try:
+        rows = hashlib.sha256("\n".join(conn.iterdump()).encode()).hexdigest()
+    finally:
+        conn.close()
+    return rows, sorted((str(p.relative_to(ws)), p.stat().st_size) for p in ws.rglob("*"))
+
+
+def run_ids(ws: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        return [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY created_at")]
+
+
+def labels_agreeing_with_the_judge(ws: Path, path: Path) -> int:
+    """A labels file giving each dialog's outcome as the latest run's judge did; its row count."""
+    report = json.loads(next(ws.glob(f"runs/{run_ids(ws)[-1]}/report.json")).read_text())
+    rows = [(i["item"], "", str(i["status"] == "fail").lower()) for i in report["items"]
+            if i["step"] == "verdicts" and i["status"] in ("pass", "fail")]
+    with path.open("w", newline="") as fh:
+        csv.writer(fh).writerows([("item", "policy", "violated"), *rows])
+    return len(rows)
+
+
+@pytest.fixture(scope="module")
+def served(made, tmp_path_factory) -> SimpleNamespace:
+    """Every command run once on a read-only copy of ``made``, in one child process (each starts
+    Python and the registry afresh): the results by name, and the workspace before and after."""
+    tmp = tmp_path_factory.mktemp("served")
+    ws = tmp / "ws"
+    shutil.copytree(made, ws)
+    first, latest = run_ids(ws)
+    out, labels = tmp / "out", tmp / "labels.csv"
+    w = ["--workspace", ws]
+    commands = {  # they only read
+        "cost": ["cost", *w], "check": ["store", "check", *w], "label": ["label", "--out", out / "label.html", *w],
+        "estimate": ["run", "education", "--events", "2", "--seed", "2", "--estimate", *w],
+        "export": ["tooltalk", "export", "--out", out / "tooltalk", *w],
+        # they write the store
+        "run": ["run", "education", "--events", "2", "--seed", "3", *w],
+        "resume": ["run", "education", "--events", "2", "--seed", "2", *w],  # the same command again
+        "replay": ["replay", "--agent", "openai-tools", *w],
+        "mutate": ["mutate", "education", "--events", "2", "--mutants", "refuse-all", *w],
+        "graph": ["graph", "education", *w],
+        "calibrate": ["calibrate", "--labels", labels, *w]}
+    n_labels = labels_agreeing_with_the_judge(ws, labels)
+    before = state(ws)
+    with read_only(ws):
+        results = invoke(list(commands.values()), unwritable=[ws, ws / "intellagent.db", ws / "runs"], tmp=tmp)
+    return SimpleNamespace(ws=ws, out=out, first=first, latest=latest, labels=n_labels, before=before,
+                           after=state(ws), results=dict(zip(commands, results)))
+
+
+REFUSED = "the store cannot be written ("
+WRITES = ("this command records its work there; copy the workspace to a folder you may write "
+          "(report, compare, cost, label and store check only read it)")
+
+
+def test_a_read_only_workspace_serves_what_reads_it_and_refuses_what_writes_it_in_one_line(served):
+    """One test, as every command ran in one child process on one workspace (built once)."""
+    r, out, latest = served.results, served.out, served.latest
+    # the commands that only read serve it
+    for name in ("cost", "check", "label", "estimate"):
+        assert r[name].exit_code == 0, (name, r[name].output, r[name].exception)
+    assert r["cost"].stdout.startswith(f"run {latest}\n")
+    assert "2 run(s)" in r["check"].stdout
+    assert r["check"].stdout.strip().endswith("integrity ok; read-only here: checked as it is")
+    assert (out / "label.html").is_file()
+    assert "measured" in r["estimate"].stdout  # refined by the workspace's finished run
+    assert_one_clean_line(r["export"], "latest", "this run made no conversations")  # it read the run
+
+    # those that write the store refuse it: bad input (exit 2) before any work, no run started
+    for name in ("run", "resume", "replay", "mutate", "graph", "calibrate"):
+        assert_one_clean_line(r[name], "ws/intellagent.db", REFUSED)
+        assert WRITES in r[name].stderr, name
+
+    assert served.after == served.before  # not a row, not a file
+
+
+@pytest.mark.parametrize("shm", [True, False], ids=["with-shm", "without-shm"])
+def test_a_workspace_left_by_a_killed_run_reads_right_read_only(crashed, tmp_path, shm):
+    """Its second run is only in the -wal: read through the -shm left beside it, or, without
+    one, from a private copy of the file and its -wal (removed after)."""
+    ws = tmp_path / "ws"
+    shutil.copytree(crashed[0], ws)
+    first, latest = crashed[1]
+    if not shm:
+        Path(f"{ws / 'intellagent.db'}-shm").unlink()
+    with contextlib.closing(sqlite3.connect(f"file:{ws / 'intellagent.db'}?immutable=1", uri=True)) as conn:
+        assert conn.execute("SELECT id FROM runs").fetchall() == [(first,)]  # the main file alone
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    w = ["--workspace", ws]
+    with read_only(ws):
+        cost, check, run = invoke([
+            ["cost", *w], ["store", "check", *w], ["run", "education", "--events", "2", "--seed", "3", *w]],
+            unwritable=[ws, ws / "intellagent.db", Path(f"{ws / 'intellagent.db'}-wal")], tmp=scratch)
+    for result in (cost, check):
+        assert result.exit_code == 0, (result.args, result.output, result.exception)
+    assert cost.stdout.startswith(f"run {latest}\n")
+    assert "2 run(s)" in check.stdout
+    assert_one_clean_line(run, "ws/intellagent.db", REFUSED)  # a file SQLite opened read-only is not taken as writable
+    assert not any(scratch.iterdir())  # the private copy is gone

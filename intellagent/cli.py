@@ -167,6 +167,20 @@ def _fail(exc: IntellagentError) -> None:
     sys.exit(exc.exit_code)
 
 
+@contextlib.contextmanager
+def output_to(path: Path, flag: str | None) -> Iterator[None]:
+    """A command writing its output at ``path``: a place it may not write (a read-only workspace)
+    is one line naming it and ``flag``, the option that writes elsewhere (None: the user chose
+    the place)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        hint = f": give {flag} to write elsewhere" if flag else ""
+        raise IntellagentError(f"cannot write here ({exc.strerror}){hint}", file=path) from None
+
+
 @click.group(cls=IntellagentGroup)
 @click.version_option(__version__, prog_name="intellagent")
 @click.option("--disable-plugin", "disable", multiple=True, metavar="NAME",
@@ -779,11 +793,15 @@ def _agent_lines(report: Any) -> list[str]:
               show_default=True)
 @click.option("--format", "formats", default=None,
               help="Reporters to write, comma-separated (default: the pipeline's).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Folder to write the reports into (default: the run's folder under the "
+                   "workspace's runs/).")
 @STORE_OPTION
 @click.pass_obj
-def report(obj: Context, run: str, workspace: Path, formats: str | None, store_url: str | None) -> None:
+def report(obj: Context, run: str, workspace: Path, formats: str | None, out: Path | None,
+           store_url: str | None) -> None:
     """Write RUN's reports again from the store (e.g. in another format, or after changing a
-    reporter or a metric plugin)."""
+    reporter or a metric plugin); the store is only read."""
     from intellagent.report import load_run
     from intellagent.report import write_reports
     from intellagent.store import open_existing
@@ -807,7 +825,10 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
             reporters.append(next((r for r in plan.reporters if type(r) is component.value), None)
                              or component.value(None))
     folder = store.run_config(rebuilt.info.run_id).get("report_folder")
-    for path in write_reports(plan, rebuilt, data, workspace, registry, reporters, folder=folder):
+    target = out or workspace / "runs" / (folder or rebuilt.info.run_id)
+    with output_to(target, None if out else "--out FOLDER"):
+        paths = write_reports(plan, rebuilt, data, workspace, registry, reporters, folder=folder, into=out)
+    for path in paths:
         click.echo(f"report: {path}")
 
 
@@ -820,13 +841,15 @@ def report(obj: Context, run: str, workspace: Path, formats: str | None, store_u
               help="Item changes to list.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when a rate of B is worse than "
               "A's and the 95 % interval of the difference excludes 0.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Folder to write compare-A-B.html into (default: the workspace's runs/).")
 @STORE_OPTION
 @click.pass_obj
 def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
-            fail_on_regression: bool, store_url: str | None) -> None:
+            fail_on_regression: bool, out: Path | None, store_url: str | None) -> None:
     """Compare two runs (e.g. two agents, or two versions of one, on the same events): what
     differs in what they tested, items reused, outcome changes per item, every rate's change
-    with a 95 % interval; also written as compare-A-B.html beside the runs."""
+    with a 95 % interval; also written as compare-A-B.html beside the runs (or into --out)."""
     from intellagent.compare import compare as make
     from intellagent.report import load_run
     from intellagent.store import open_existing
@@ -836,6 +859,12 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
     ids = [store.resolve_run(r) for r in (run_a, run_b)]
     (_, report_a, data_a), (plan_b, report_b, data_b) = (load_run(store, i, registry) for i in ids)
     result = make((report_a, data_a), (report_b, data_b))
+    folder = out or workspace / "runs"
+    views = [c.value for c in registry.components.get("view", {}).values()]
+    # written before a line is printed: a refusal (exit 2) never follows a result it contradicts
+    with output_to(folder, None if out else "--out FOLDER"):
+        pages = [writer(result, folder, (data_a, data_b), views) for writer in
+                 (getattr(r, "write_comparison", None) for r in plan_b.reporters) if writer is not None]
     for label, info in (("A", result.a), ("B", result.b)):
         models = ", ".join(f"{r}: {m}" for r, m in info.models.items())
         click.echo(f"{label} {info.run_id}: {info.pipeline} on {info.environment}, agent "
@@ -862,12 +891,8 @@ def compare(obj: Context, run_a: str, run_b: str, workspace: Path, changes: int,
     for delta in result.deltas:
         group = ", ".join(f"{k} {v}" for k, v in delta.group.items())
         click.echo(f"{delta.metric}{' [' + group + ']' if group else ''}: {delta.text()}")
-    folder = workspace / "runs"
-    views = [c.value for c in registry.components.get("view", {}).values()]
-    for reporter in plan_b.reporters:
-        writer = getattr(reporter, "write_comparison", None)
-        if writer is not None:
-            click.echo(f"report: {writer(result, folder, (data_a, data_b), views)}")
+    for page in pages:
+        click.echo(f"report: {page}")
     regressions = [d for d in result.deltas if d.regressed]
     if fail_on_regression:
         for d in regressions:

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from intellagent.cli import EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, run_options
+from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, output_to,
+                             run_options)
 from intellagent.errors import IntellagentError
 
 
@@ -164,8 +165,10 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     views = [c.value for c in obj.registry.components.get("view", {}).values()]
     folder = workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
     path = out or folder / "label.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(label_page(data, views, limit=limit), encoding="utf-8")
+    page = label_page(data, views, limit=limit)
+    with output_to(path, None if out else "--out FILE"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
     click.echo(f"labelling page: {path}")
 
 

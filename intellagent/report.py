@@ -161,10 +161,11 @@ def load_run(store: Any, run_id: str, registry: Any) -> tuple[Any, RunReport, An
 
 
 def write_reports(plan: Any, report: RunReport, data: Any, workspace: Path, registry: Any,
-                  reporters: list[Any] | None = None, folder: str | None = None) -> list[Path]:
+                  reporters: list[Any] | None = None, folder: str | None = None,
+                  into: Path | None = None) -> list[Path]:
     """Write the reports into ``workspace/runs/FOLDER`` (the run's id unless it resumed
-    another run: then that run's folder, rewritten)."""
-    folder_path = workspace / "runs" / (folder or report.info.run_id)
+    another run: then that run's folder, rewritten), or into the folder ``into``."""
+    folder_path = into or workspace / "runs" / (folder or report.info.run_id)
     folder_path.mkdir(parents=True, exist_ok=True)
     views = [c.value for c in registry.components.get("view", {}).values()]
     return [r.write(report, data, folder_path, views) for r in (reporters or plan.reporters)]

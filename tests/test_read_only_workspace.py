@@ -1,7 +1,8 @@
 """A workspace nobody may write (a CI job's downloaded artefact, a read-only mount): the commands
-that only read serve it and leave it as it was, and those that write the store refuse it in one
-line (exit 2), a workspace left by a killed run (rows only in its -wal) included. Made read-only
-for root too: tests/unprivileged.py."""
+that only read serve it and leave it as it was, those that write their output into it name the
+flag that writes elsewhere, and those that write the store refuse it in one line (exit 2), a
+workspace left by a killed run (rows only in its -wal) included. Made read-only for root too:
+tests/unprivileged.py."""
 
 from __future__ import annotations
 
@@ -99,9 +100,13 @@ def served(made, tmp_path_factory) -> SimpleNamespace:
     out, labels = tmp / "out", tmp / "labels.csv"
     w = ["--workspace", ws]
     commands = {  # they only read
-        "cost": ["cost", *w], "check": ["store", "check", *w], "label": ["label", "--out", out / "label.html", *w],
+        "cost": ["cost", *w], "report": ["report", "--format", "json,html", "--out", out / "report", *w],
+        "compare": ["compare", first, latest, "--out", out, *w], "check": ["store", "check", *w],
+        "label": ["label", "--out", out / "label.html", *w],
         "estimate": ["run", "education", "--events", "2", "--seed", "2", "--estimate", *w],
         "export": ["tooltalk", "export", "--out", out / "tooltalk", *w],
+        # they write their output into the workspace unless told where
+        "report here": ["report", *w], "compare here": ["compare", "latest", *w], "label here": ["label", *w],
         # they write the store
         "run": ["run", "education", "--events", "2", "--seed", "3", *w],
         "resume": ["run", "education", "--events", "2", "--seed", "2", *w],  # the same command again
@@ -126,14 +131,26 @@ def test_a_read_only_workspace_serves_what_reads_it_and_refuses_what_writes_it_i
     """One test, as every command ran in one child process on one workspace (built once)."""
     r, out, latest = served.results, served.out, served.latest
     # the commands that only read serve it
-    for name in ("cost", "check", "label", "estimate"):
+    for name in ("cost", "report", "compare", "check", "label", "estimate"):
         assert r[name].exit_code == 0, (name, r[name].output, r[name].exception)
     assert r["cost"].stdout.startswith(f"run {latest}\n")
+    assert json.loads((out / "report" / "report.json").read_text())["info"]["run_id"] == latest
+    assert (out / "report" / "report.html").is_file()
+    assert (out / f"compare-{served.first}-{latest}.html").is_file()
     assert "2 run(s)" in r["check"].stdout
     assert r["check"].stdout.strip().endswith("integrity ok; read-only here: checked as it is")
     assert (out / "label.html").is_file()
     assert "measured" in r["estimate"].stdout  # refined by the workspace's finished run
     assert_one_clean_line(r["export"], "latest", "this run made no conversations")  # it read the run
+
+    # those that write their output into the workspace name the flag that writes elsewhere
+    folder = served.ws / "runs" / latest
+    assert_one_clean_line(r["report here"], str(folder), "cannot write here (Permission denied): give "
+                          "--out FOLDER to write elsewhere")
+    assert_one_clean_line(r["compare here"], str(served.ws / "runs"), "cannot write here (Permission "
+                          "denied): give --out FOLDER to write elsewhere")
+    assert r["compare here"].stdout == ""  # refused before it printed a result its exit code would contradict
+    assert_one_clean_line(r["label here"], str(folder / "label.html"), "give --out FILE to write elsewhere")
 
     # those that write the store refuse it: bad input (exit 2) before any work, no run started
     for name in ("run", "resume", "replay", "mutate", "graph", "calibrate"):
@@ -158,12 +175,15 @@ def test_a_workspace_left_by_a_killed_run_reads_right_read_only(crashed, tmp_pat
     scratch.mkdir()
     w = ["--workspace", ws]
     with read_only(ws):
-        cost, check, run = invoke([
-            ["cost", *w], ["store", "check", *w], ["run", "education", "--events", "2", "--seed", "3", *w]],
+        cost, check, report, compare, run = invoke([
+            ["cost", *w], ["store", "check", *w], ["report", "--format", "json", "--out", tmp_path / "out", *w],
+            ["compare", first, latest, "--out", tmp_path / "out", *w],
+            ["run", "education", "--events", "2", "--seed", "3", *w]],
             unwritable=[ws, ws / "intellagent.db", Path(f"{ws / 'intellagent.db'}-wal")], tmp=scratch)
-    for result in (cost, check):
+    for result in (cost, check, report, compare):
         assert result.exit_code == 0, (result.args, result.output, result.exception)
     assert cost.stdout.startswith(f"run {latest}\n")
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["info"]["run_id"] == latest
     assert "2 run(s)" in check.stdout
     assert_one_clean_line(run, "ws/intellagent.db", REFUSED)  # a file SQLite opened read-only is not taken as writable
     assert not any(scratch.iterdir())  # the private copy is gone

@@ -106,27 +106,36 @@ WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), 
 @click.option("--by", default="category", show_default=True, help="The score label to group by.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (overall.kappa, "
               "overall.agreement, overall.n, every group).")
+@click.option("--print-only", is_flag=True, help="Print the result and keep nothing: the store "
+              "is only read and the run's reports are not written again (a workspace you may not "
+              "write).")
 @WORKSPACE_OPTION
 @STORE_OPTION
 @click.pass_obj
-def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool, workspace: Path,
-              store_url: str | None) -> None:
+def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool, print_only: bool,
+              workspace: Path, store_url: str | None) -> None:
     """How RUN's judges agree with people's labels: agreement (95 % Wilson interval), Cohen's
     kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
-    and per group (a rule's category; the items' own outcomes apart). Kept with the run: its
-    reports are written again with a Judges against people's labels section."""
+    and per group (a rule's category; the items' own outcomes apart). Kept with the run (unless
+    --print-only): its reports are written again with a Judges against people's labels section."""
     from intellagent.calibration import calibrate as agreement
     from intellagent.calibration import read_labels, subjects_of
     from intellagent.report import load_run
-    from intellagent.store import open_existing
+    from intellagent.store import ReadOnlyStore, open_existing
 
-    store = open_existing(workspace, store_url, read_only=False)
+    try:
+        store = open_existing(workspace, store_url, read_only=print_only)
+    except ReadOnlyStore as exc:
+        raise exc.instead("calibrate keeps its result with the run; give --print-only to print "
+                          "it and keep nothing") from None
     run_id = store.resolve_run(run)
     plan, _, data = load_run(store, run_id, obj.registry)
     labels = read_labels(labels_path, set(subjects_of(plan)))
     found = agreement(data, labels, labels_path, by)
-    store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
-    paths = rewrite_reports(store, run_id, obj, workspace)
+    paths = []
+    if not print_only:
+        store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
+        paths = rewrite_reports(store, run_id, obj, workspace)
     if as_json:
         click.echo(found.model_dump_json(indent=1))
         return

@@ -103,6 +103,7 @@ def served(made, tmp_path_factory) -> SimpleNamespace:
         "cost": ["cost", *w], "report": ["report", "--format", "json,html", "--out", out / "report", *w],
         "compare": ["compare", first, latest, "--out", out, *w], "check": ["store", "check", *w],
         "label": ["label", "--out", out / "label.html", *w],
+        "calibrate": ["calibrate", "--labels", labels, "--print-only", "--json", *w],
         "estimate": ["run", "education", "--events", "2", "--seed", "2", "--estimate", *w],
         "export": ["tooltalk", "export", "--out", out / "tooltalk", *w],
         # they write their output into the workspace unless told where
@@ -113,7 +114,7 @@ def served(made, tmp_path_factory) -> SimpleNamespace:
         "replay": ["replay", "--agent", "openai-tools", *w],
         "mutate": ["mutate", "education", "--events", "2", "--mutants", "refuse-all", *w],
         "graph": ["graph", "education", *w],
-        "calibrate": ["calibrate", "--labels", labels, *w]}
+        "calibrate and keep": ["calibrate", "--labels", labels, *w]}
     n_labels = labels_agreeing_with_the_judge(ws, labels)
     before = state(ws)
     with read_only(ws):
@@ -131,7 +132,7 @@ def test_a_read_only_workspace_serves_what_reads_it_and_refuses_what_writes_it_i
     """One test, as every command ran in one child process on one workspace (built once)."""
     r, out, latest = served.results, served.out, served.latest
     # the commands that only read serve it
-    for name in ("cost", "report", "compare", "check", "label", "estimate"):
+    for name in ("cost", "report", "compare", "check", "label", "calibrate", "estimate"):
         assert r[name].exit_code == 0, (name, r[name].output, r[name].exception)
     assert r["cost"].stdout.startswith(f"run {latest}\n")
     assert json.loads((out / "report" / "report.json").read_text())["info"]["run_id"] == latest
@@ -140,6 +141,8 @@ def test_a_read_only_workspace_serves_what_reads_it_and_refuses_what_writes_it_i
     assert "2 run(s)" in r["check"].stdout
     assert r["check"].stdout.strip().endswith("integrity ok; read-only here: checked as it is")
     assert (out / "label.html").is_file()
+    found = json.loads(r["calibrate"].stdout)
+    assert found["overall"]["n"] == served.labels and found["overall"]["agreement"] == 1.0
     assert "measured" in r["estimate"].stdout  # refined by the workspace's finished run
     assert_one_clean_line(r["export"], "latest", "this run made no conversations")  # it read the run
 
@@ -153,9 +156,11 @@ def test_a_read_only_workspace_serves_what_reads_it_and_refuses_what_writes_it_i
     assert_one_clean_line(r["label here"], str(folder / "label.html"), "give --out FILE to write elsewhere")
 
     # those that write the store refuse it: bad input (exit 2) before any work, no run started
-    for name in ("run", "resume", "replay", "mutate", "graph", "calibrate"):
+    for name in ("run", "resume", "replay", "mutate", "graph"):
         assert_one_clean_line(r[name], "ws/intellagent.db", REFUSED)
         assert WRITES in r[name].stderr, name
+    assert_one_clean_line(r["calibrate and keep"], "ws/intellagent.db", "calibrate keeps its result with "
+                          "the run; give --print-only to print it and keep nothing")
 
     assert served.after == served.before  # not a row, not a file
 

@@ -304,7 +304,9 @@ def _is_pipeline_name(registry: Registry, target: str) -> bool:
 
 def _warn_unused_prices(plan: Any) -> None:
     """A warning naming the keys of ``llm.prices`` that price no model the pipeline calls (a typo)."""
-    unused = plan.spec.llm.unused_prices(plan.roles_used())
+    from intellagent.llm.prices import unused_prices
+
+    unused = unused_prices(plan.spec.llm, plan.roles_used())
     if unused:
         click.echo(f"warning: {unused}", err=True)
 

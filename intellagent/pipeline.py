@@ -8,7 +8,7 @@ come from (``from``: other steps) and whether it runs once or per item of anothe
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator
@@ -176,15 +176,6 @@ class LLMSettings(StrictModel):
             "default": self.default.model_copy(update={"model": model}),
             "roles": {r: s.model_copy(update={"model": model}) for r, s in self.roles.items()}})
 
-    def unused_prices(self, roles: Iterable[str]) -> str | None:
-        """A warning naming the keys of ``prices`` that price no model of ``roles`` (a typo
-        leaves the library's price in force), or None: the run and the commands that show a
-        run's plan say it alike."""
-        if not self.prices:
-            return None
-        from intellagent.llm.prices import PriceTable  # (it imports this module)
-
-        return PriceTable(self.prices).unused_warning(self.for_role(r).model for r in roles)
 
 
 class PipelineSpec(StrictModel):

@@ -32,6 +32,7 @@ from intellagent.executors import SharedRun, WorkerJob
 from intellagent.hashing import content_hash
 from intellagent.items import ItemMaker
 from intellagent.llm import LLM
+from intellagent.llm.prices import unused_prices
 from intellagent.offload import Offload
 from intellagent.pipeline import is_loopback
 from intellagent.plan import Plan, PlannedStep
@@ -233,7 +234,7 @@ class Runner:
         under --until): a warning naming it; with a dollar budget (and no token budget), a
         refusal, since the budget could not hold. A price key that prices no model of the
         pipeline: a warning naming it (a typo leaves the library's price in force)."""
-        unused = self.llm.settings.unused_prices(self.plan.roles_used())
+        unused = unused_prices(self.llm.settings, self.plan.roles_used())
         if unused:
             self.progress.stream.write(f"warning: {unused}\n")
         unpriced = self.llm.unpriced(self.plan.roles_used([s.name for s in self.steps]))

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from intellagent.llm.types import Usage
-from intellagent.pipeline import Price
+from intellagent.pipeline import LLMSettings, Price
 
 MOCK = "mock/"
 Tiers = tuple[tuple[int, float], ...]  # (prompt tokens above which it applies, $ per million)
@@ -197,3 +197,12 @@ class PriceTable:
         """The dollars of ``usage`` (0 for a model with no known price: see :meth:`price`)."""
         price = self.price(model)
         return price.cost(usage) if price is not None else 0.0
+
+
+def unused_prices(settings: LLMSettings, roles: Iterable[str]) -> str | None:
+    """A warning naming the keys of ``settings.prices`` that price no model of ``roles`` (a typo
+    leaves the library's price in force), or None: the run and the commands that show a run's
+    plan say it alike."""
+    if not settings.prices:
+        return None
+    return PriceTable(settings.prices).unused_warning(settings.for_role(r).model for r in roles)

@@ -7,7 +7,8 @@ a column named as the label that score declares as its subject (``policy: P3``);
 left empty means the item's own outcome; a judgement labelled twice (by one ``labeller``) is
 refused, as it would count double. The judge's side of a row: a status its step or score
 declares as failed is "violated"; passed and other statuses are not; an item or score that could
-not finish is left out (listed as not judged).
+not finish, or an item that never reached a judging step (a critic), is left out (listed as not
+judged).
 
 Per group (the matched score's ``--by`` label, a rule's category; item outcomes in a group of
 their own) and overall: agreement with its 95 % Wilson interval, Cohen's kappa with the 95 %
@@ -138,8 +139,9 @@ class CalibrationReport(BaseModel):
     run_id: str
     labels_file: str = ""
     rows: int = Field(default=0, description="Rows of the labels file.")
-    not_judged: list[str] = Field(default_factory=list, description="Rows whose judge could not "
-                                  "decide (the item or score did not finish): item or item/subject.")
+    not_judged: list[str] = Field(default_factory=list, description="Rows no judge decided (the item "
+                                  "or score did not finish, or the item never reached a judging step): "
+                                  "item or item/subject.")
     by: str = Field(default="category", description="The score label the groups are made by.")
     overall: Agreement = Field(default_factory=Agreement)
     groups: dict[str, Agreement] = Field(default_factory=dict)
@@ -250,6 +252,14 @@ def says_violated(statuses: Any, status: str | None) -> bool | None:
     return None
 
 
+def outcome_statuses(plan: Any, final: Any) -> Any:
+    """The statuses the item's own outcome was judged by: its last step's, when that step judges
+    (a critic); None when the item never reached one (an invalid scenario, a pipeline whose first
+    items are made rather than judged): nothing judged it."""
+    step = plan.steps[final.step]
+    return step.statuses if step.kind == "critic" else None
+
+
 def _group_value(value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
@@ -279,7 +289,7 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
         if final is None:
             raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=path, line=label.line)
         if label.subject is None:
-            judge = says_violated(plan.steps[final.step].statuses, final.status)
+            judge = says_violated(outcome_statuses(plan, final), final.status)
             group = ITEM_GROUP
         else:
             name, value = label.subject

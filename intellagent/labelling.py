@@ -12,7 +12,7 @@ import html
 import json
 from typing import Any, Iterator
 
-from intellagent.calibration import says_violated
+from intellagent.calibration import outcome_statuses, says_violated
 from intellagent.results import RunData, RunItem, finals
 
 MAX_ITEMS = 5000  # items one page may hold
@@ -126,11 +126,14 @@ def _question(qid: str, item: str, text: str, judge: bool | None, reason: str,
 
 
 def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
-    """The labelling page of the run's first ``limit`` items."""
+    """The labelling page of the run's first ``limit`` judged items (an item that never reached a
+    judging step, an invalid scenario, has nothing to label)."""
     plan = data.plan
     declared = plan.declared_scores()
     subjects = sorted({spec.subject for spec in declared.values() if spec.subject})
-    outcome = finals(data)
+    every = finals(data)
+    outcome = {key: final for key, final in every.items() if outcome_statuses(plan, final) is not None}
+    unjudged = len(every) - len(outcome)
     keys = list(outcome)[:limit]
     hidden = {name for name, step in plan.steps.items() if step.kind == "critic"}
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Label run {_e(data.run_id)}"
@@ -142,11 +145,12 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
              "FILE</code>.</p>",
              "<div id=bar><button id=download>Download labels (CSV)</button> "
              f"<button id=forget>Forget my answers</button> <span id=answered></span> "
-             f"<span class=muted>({len(keys)} of {len(outcome)} items)</span></div>"]
+             f"<span class=muted>({len(keys)} of {len(outcome)} judged items"
+             + (f"; {unjudged} never reached a judging step" if unjudged else "") + ")</span></div>"]
     for group in _groups(data, set(keys)):
         key = group[0].item
         final = outcome[key]
-        judge = says_violated(plan.steps[final.step].statuses, final.status)
+        judge = says_violated(outcome_statuses(plan, final), final.status)
         parts.append(f"<section class=item id='item-{_e(key)}'><h2>{_e(key)}</h2>")
         parts += [_view(data, it, views) for it in group if it.step not in hidden]
         parts.append(_question(f"{key}|", key, "Did the agent get this item wrong?", judge,

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import itertools
 import json
 import os
+import random
+import re
 from pathlib import Path
 
 import pytest
 
 from intellagent.calibration import Agreement, Confusion, kappa_and_error
 from intellagent.cli import cli
+from intellagent.llm.fabricate import fabricate
 from tests.chromium import CHROMIUM, Page
 from tests.conftest import write_env
 from intellagent_plugins.reporters.writers import read_report
@@ -66,6 +70,51 @@ def judged(tmp_path_factory):
                              score["labels"]["category"]))
     assert len(rows) > 8 and any(r[2] for r in rows) and not all(r[2] for r in rows)
     return ws, report["info"]["run_id"], rows
+
+
+ONLY_SEED_ORDERS = """
+
+@row_validator("orders")
+def only_the_seeds_orders(order, db):
+    if order["order_id"] not in ("o1", "o2"):
+        raise ValidationFailed("only the seed's orders")
+"""
+
+
+STOP_CHECKS = itertools.count()
+
+
+def disputing_critic(request, response_model):
+    """The critic role: every other stop check finds the user's stop wrong (with no feedback
+    round left, the dialog ends simulator-error, never shown to the judge); the judge's findings
+    fabricated from their schema, as mock/schema does."""
+    if response_model.__name__ == "StopCheck":
+        return {"correct": next(STOP_CHECKS) % 2 == 1, "feedback": "look again"}
+    return fabricate(response_model.model_json_schema(), random.Random(request.key()))
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A run on the shop whose events making a new order are invalid (never simulated, never
+    judged), and where half the users' stops are disputed to the end (simulator-error): the
+    items' final statuses and report entries, by item."""
+    from click.testing import CliRunner
+
+    root = tmp_path_factory.mktemp("mixed")
+    shop = write_env(root)
+    (shop / "validators.py").write_text((shop / "validators.py").read_text() + ONLY_SEED_ORDERS)
+    ws = root / "ws"
+    result = CliRunner().invoke(cli, ["run", str(shop), "--events", "8", "--seed", "1", "--workspace", str(ws),
+                                      "--set", "steps.events.with.repairs=0", "--set",
+                                      "steps.dialogs.with.max_feedback=0", "--set",
+                                      "llm.roles.critic={model: mock/function, options: {function: "
+                                      "'tests.test_calibration:disputing_critic'}}"])
+    assert result.exit_code == 0, result.output
+    report = read_report(next(ws.glob("runs/*/report.json")))
+    final = {item["item"]: item for item in report["items"] if item["item"]}  # the last step's entry wins
+    statuses = {key: item["status"] for key, item in final.items()}
+    assert {"invalid", "simulator-error", "fail"} <= set(statuses.values()), statuses
+    return ws, report["info"]["run_id"], statuses, final
 
 
 def write_labels(path: Path, rows: list[tuple[str, str, bool]]) -> Path:
@@ -313,3 +362,24 @@ def test_grouping_by_a_label_the_scores_do_not_have_is_refused(runner, tmp_path,
     result = calibrate(runner, ws, labels, run_id, "--by", "challenge", "--json")
     assert result.exit_code == 0, result.output
     assert "(no challenge)" not in json.loads(result.stdout)["groups"]
+
+
+def test_an_item_no_judge_reached_has_no_question_and_its_label_is_not_judged(runner, tmp_path, mixed):
+    """An invalid event has no dialog and no verdict: the page asked 'did the agent get this item
+    wrong?' with the judge's answer 'not violated' (its generator's 'invalid' read as not failed),
+    and calibrate counted a label on it as agreement or a miss."""
+    ws, run_id, statuses, _ = mixed
+    invalid = [key for key, status in statuses.items() if status == "invalid"]
+    failed = next(key for key, status in statuses.items() if status == "fail")
+    out = tmp_path / "label.html"
+    assert runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out)]).exit_code == 0
+    page = out.read_text()
+    asked = {qid.split("|")[0] for qid in re.findall(r"data-id='([^']+)'", page)}
+    assert asked == {key for key, status in statuses.items() if status != "invalid"}
+    assert f"{len(invalid)} never reached a judging step" in page
+    labels = write_labels(tmp_path / "labels.csv", [(invalid[0], "", False), (failed, "", True)])
+    result = calibrate(runner, ws, labels, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["not_judged"] == [invalid[0]]
+    assert found["overall"]["n"] == 1 and found["overall"]["confusion"]["both"] == 1

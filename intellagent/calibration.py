@@ -4,7 +4,9 @@ dialogs (``intellagent calibrate RUN --labels FILE``).
 A labels file (CSV or JSONL) has one row per judgement a person made: ``item`` (an item of the
 run, ``E0004``), ``violated`` (true or false) and, for a judgement of one thing within the item,
 a column named as the label that score declares as its subject (``policy: P3``); that column
-left empty means the item's own outcome; a judgement labelled twice (by one ``labeller``) is
+left empty means the item's own outcome; ``run``, where given (the labelling page writes it),
+is the run the dialogs were read in, and no other run is calibrated with them (its item ids
+are the same, its dialogs are not); a judgement labelled twice (by one ``labeller``) is
 refused, as it would count double. The judge's side of a row: a status its step or score
 declares as failed is "violated"; passed and other statuses are not; an item or score that could
 not finish, or an item that never reached a judging step (a critic), is left out (listed as not
@@ -49,6 +51,7 @@ class Label:
     item: str
     subject: tuple[str, str] | None  # (label, value): the thing judged within the item
     violated: bool
+    run: str = ""  # the run it was labelled on, when the file says
 
 
 class Confusion(BaseModel):
@@ -189,16 +192,42 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise IntellagentError("labels are CSV (.csv) or JSON lines (.jsonl)", file=path)
 
 
-def read_labels(path: Path, subjects: set[str]) -> list[Label]:
-    """The labels in ``path``. ``subjects``: the labels the run's scores declare as their
-    subject; a column naming one picks the score of that thing within the item."""
+Rows = list[tuple[int, dict[str, Any]]]
+
+
+def label_rows(path: Path) -> Rows:
+    """The rows of the labels file ``path``, each with its line: one at least, ``MAX_LABELS`` at
+    most."""
     if not path.is_file():
         raise IntellagentError("labels file not found", file=path)
+    rows: Rows = []
+    for line, row in _rows(path):
+        if len(rows) >= MAX_LABELS:
+            raise IntellagentError(f"more than {MAX_LABELS} labels", file=path, line=line)
+        rows.append((line, row))
+    if not rows:  # nothing to compare: the run's stored calibration stays as it is
+        raise IntellagentError("no labels in the file (one row per judgement: item, violated and a "
+                               "subject column)", file=path)
+    return rows
+
+
+def _run_of(row: dict[str, Any]) -> str:
+    return str(row.get("run") or "").strip()
+
+
+def labelled_run(rows: Rows) -> tuple[str, int] | None:
+    """The run the labels say they were made on and the line that says so (the first row
+    naming one)."""
+    return next(((_run_of(row), line) for line, row in rows if _run_of(row)), None)
+
+
+def read_labels(path: Path, subjects: set[str], rows: Rows | None = None) -> list[Label]:
+    """The labels in ``path`` (its ``rows``, when read already). ``subjects``: the labels the
+    run's scores declare as their subject; a column naming one picks the score of that thing
+    within the item."""
     labels = []
     seen: dict[tuple[str, Any, str], int] = {}  # (item, subject, labeller) → its line
-    for line, row in _rows(path):
-        if len(labels) >= MAX_LABELS:
-            raise IntellagentError(f"more than {MAX_LABELS} labels", file=path, line=line)
+    for line, row in label_rows(path) if rows is None else rows:
         item = str(row.get("item") or "").strip()
         if not item:
             raise IntellagentError("no item (columns: item, violated and a subject column)",
@@ -207,7 +236,7 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
             raise IntellagentError("no violated (true or false)", file=path, line=line)
         violated = _violated(row["violated"], f"{path}:{line}")
         named = [(k, str(v).strip()) for k, v in row.items()
-                 if k not in ("item", "violated", *IGNORED) and v not in (None, "") and str(v).strip()]
+                 if k not in ("item", "violated", "run", *IGNORED) and v not in (None, "") and str(v).strip()]
         unknown = [k for k, _ in named if k not in subjects]
         if unknown:
             raise IntellagentError(f"column '{unknown[0]}' names nothing the run's judges score one "
@@ -224,10 +253,7 @@ def read_labels(path: Path, subjects: set[str]) -> list[Label]:
             by = f" by labeller '{labeller}'" if labeller else ""
             raise IntellagentError(f"item '{item}' ({what}) is labelled already{by}, at line {first}: one "
                                    "row per judgement (several people: a labeller column)", file=path, line=line)
-        labels.append(Label(line=line, item=item, subject=subject, violated=violated))
-    if not labels:  # nothing to compare: the run's stored calibration stays as it is
-        raise IntellagentError("no labels in the file (one row per judgement: item, violated and a "
-                               "subject column)", file=path)
+        labels.append(Label(line=line, item=item, subject=subject, violated=violated, run=_run_of(row)))
     return labels
 
 
@@ -285,6 +311,10 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
     overall = Confusion()
     not_judged = []
     for label in labels:
+        if label.run and label.run != data.run_id:
+            raise IntellagentError(f"labelled on run {label.run}, not on run {data.run_id}: its items are "
+                                   f"other dialogs (intellagent calibrate {label.run} --labels ...)",
+                                   file=path, line=label.line)
         final = outcome.get(label.item)
         if final is None:
             raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=path, line=label.line)

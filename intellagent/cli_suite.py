@@ -99,10 +99,11 @@ WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), 
 
 
 @click.command()
-@click.argument("run", default="latest")
+@click.argument("run", required=False)
 @click.option("--labels", "labels_path", type=click.Path(path_type=Path), required=True,
               help="People's labels: CSV or JSONL with item, violated (true/false) and the subject "
-                   "column its judges declare (a rule's id), empty for the item's own outcome.")
+                   "column its judges declare (a rule's id), empty for the item's own outcome; run "
+                   "(optional): the run they were made on.")
 @click.option("--by", default="category", show_default=True, help="The score label to group by.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (overall.kappa, "
               "overall.agreement, overall.n, every group).")
@@ -112,14 +113,16 @@ WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), 
 @WORKSPACE_OPTION
 @STORE_OPTION
 @click.pass_obj
-def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool, print_only: bool,
+def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json: bool, print_only: bool,
               workspace: Path, store_url: str | None) -> None:
     """How RUN's judges agree with people's labels: agreement (95 % Wilson interval), Cohen's
     kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
-    and per group (a rule's category; the items' own outcomes apart). Kept with the run (unless
-    --print-only): its reports are written again with a Judges against people's labels section."""
+    and per group (a rule's category; the items' own outcomes apart). RUN: by default the run
+    the labels name (the labelling page's download does), else the latest. Kept with the run
+    (unless --print-only): its reports are written again with a Judges against people's labels
+    section."""
     from intellagent.calibration import calibrate as agreement
-    from intellagent.calibration import read_labels, subjects_of
+    from intellagent.calibration import label_rows, labelled_run, read_labels, subjects_of
     from intellagent.report import load_run
     from intellagent.store import ReadOnlyStore, open_existing
 
@@ -128,9 +131,18 @@ def calibrate(obj: Context, run: str, labels_path: Path, by: str, as_json: bool,
     except ReadOnlyStore as exc:
         raise exc.instead("calibrate keeps its result with the run; give --print-only to print "
                           "it and keep nothing") from None
-    run_id = store.resolve_run(run)
+    rows = label_rows(labels_path)
+    named = None if run else labelled_run(rows)
+    if named is None:
+        run_id = store.resolve_run(run or "latest")
+    else:
+        try:
+            run_id = store.resolve_run(named[0])
+        except IntellagentError:
+            raise IntellagentError(f"labelled on run {named[0]}, which this workspace does not have "
+                                   "(--workspace, --store)", file=labels_path, line=named[1]) from None
     plan, _, data = load_run(store, run_id, obj.registry)
-    labels = read_labels(labels_path, set(subjects_of(plan)))
+    labels = read_labels(labels_path, set(subjects_of(plan)), rows)
     found = agreement(data, labels, labels_path, by)
     paths = []
     if not print_only:

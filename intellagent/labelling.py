@@ -48,11 +48,11 @@ function count() {
 }
 function field(text) { return /[",\\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text; }
 function csv() {
-  const lines = [['item', ...subjects, 'violated'].join(',')];
+  const lines = [['item', ...subjects, 'violated', 'run'].join(',')];
   document.querySelectorAll('.question').forEach(q => {
     const said = answers[q.dataset.id];
     if (said === undefined) return;
-    const row = [q.dataset.item, ...subjects.map(s => s === q.dataset.subject ? q.dataset.value : ''), String(said)];
+    const row = [q.dataset.item, ...subjects.map(s => s === q.dataset.subject ? q.dataset.value : ''), String(said), RUN];
     lines.push(row.map(field).join(','));
   });
   return lines.join('\\n') + '\\n';
@@ -141,8 +141,8 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
              f"data-subjects='{_e(json.dumps(subjects))}'>",
              f"<h1>Label run {_e(data.run_id)}</h1><p>For each dialog, answer every question as you "
              "read it: did the agent get it wrong? The judge's answer shows once you have answered. "
-             "Download your answers and give them to <code>intellagent calibrate RUN --labels "
-             "FILE</code>.</p>",
+             "Download your answers and give them to <code>intellagent calibrate --labels "
+             "FILE</code> (the file names this run).</p>",
              "<div id=bar><button id=download>Download labels (CSV)</button> "
              f"<button id=forget>Forget my answers</button> <span id=answered></span> "
              f"<span class=muted>({len(keys)} of {len(outcome)} judged items"

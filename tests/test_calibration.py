@@ -275,8 +275,9 @@ def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(
     [download] = downloads.glob("*.csv")
     assert download.name == f"labels-{run_id}.csv"
     lines = download.read_text().splitlines()
-    assert lines[0] == "item,policy,violated" and len(lines) == len(rows) + 1
-    result = calibrate(runner, ws, download, run_id, "--json")
+    assert lines[0] == "item,policy,violated,run" and len(lines) == len(rows) + 1
+    assert all(line.endswith(f",{run_id}") for line in lines[1:])  # made on this run's dialogs
+    result = calibrate(runner, ws, download, "--json")  # the run it names
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["overall"]["n"] == len(rows)
@@ -383,3 +384,29 @@ def test_an_item_no_judge_reached_has_no_question_and_its_label_is_not_judged(ru
     found = json.loads(result.stdout)
     assert found["not_judged"] == [invalid[0]]
     assert found["overall"]["n"] == 1 and found["overall"]["confusion"]["both"] == 1
+
+
+def test_labels_made_on_one_run_calibrate_that_run_and_no_other(runner, tmp_path, shop):
+    """The page's download names its run: calibrate without RUN took the latest run, and a run
+    made since (another agent, the same item ids) was calibrated with labels of other dialogs."""
+    ws = tmp_path / "ws"
+    ids = []
+    for seed in ("1", "2"):
+        result = runner.invoke(cli, ["run", str(shop), "--events", "2", "--seed", seed, "--workspace", str(ws)])
+        assert result.exit_code == 0, result.output
+        ids.append(re.search(r"^run (\S+):", result.output, re.M).group(1))
+    labelled, latest = ids
+    path = tmp_path / "labels.csv"
+    path.write_text(f"item,policy,violated,run\nE0001,,true,{labelled}\nE0002,,false,{labelled}\n")
+    result = calibrate(runner, ws, path, "--json")  # no RUN: the one the labels name, not the latest
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run_id"] == labelled and json.loads(result.stdout)["overall"]["n"] == 2
+    result = calibrate(runner, ws, path, latest)
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"labels.csv:2: labelled on run {labelled}, not on run {latest}" in result.output
+    path.write_text("item,policy,violated\nE0001,,true\n")  # a file without the column: the latest, as ever
+    assert json.loads(calibrate(runner, ws, path, "--json").stdout)["run_id"] == latest
+    path.write_text("item,policy,violated,run\nE0001,,true,\nE0002,,true,20990101-000000-abcdef\n")
+    result = calibrate(runner, ws, path)  # made in another workspace
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "labels.csv:3: labelled on run 20990101-000000-abcdef, which this workspace does not have" in result.output

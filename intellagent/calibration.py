@@ -15,7 +15,11 @@ judged).
 Per group (the matched score's ``--by`` label, a rule's category; item outcomes in a group of
 their own) and overall: agreement with its 95 % Wilson interval, Cohen's kappa with the 95 %
 interval from its large-sample standard error (Fleiss, Cohen & Everitt 1969; rows taken as
-independent), and the confusion counts.
+independent), and the confusion counts. Per thing judged (each subject value, the items' own
+outcomes) and overall: the judge's precision and recall on "violated" with their Wilson
+intervals and the items where only one side says violated, the least reliable thing first;
+there a status its step declares ``unjudged`` (no judge looked: the simulated user broke the
+dialog) is left out, named, where agreement reads it as "not violated".
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -30,7 +35,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel, Field
 
 from intellagent.errors import IntellagentError
-from intellagent.metrics import Z95, wilson
+from intellagent.metrics import Z95, Rate, wilson
 from intellagent.results import finals
 from intellagent.yamlio import _read_text, json_lines
 
@@ -40,6 +45,11 @@ ITEM_GROUP = "(item outcome)"
 IGNORED = ("note", "comment", "labeller")  # columns people add that say nothing to compare
 INTERVALS = ("agreement: 95 % Wilson score interval; Cohen's kappa: 95 % normal interval from its "
              "large-sample standard error (Fleiss, Cohen & Everitt 1969), rows taken as independent")
+MIN_RANKED = 5  # a precision or recall resting on fewer judgements ranks nothing
+DEFINITIONS = ("precision: of the judge's 'violated', the share people say too; recall: of people's "
+               "'violated', the share the judge says too; each with its 95 % Wilson interval; a false "
+               "alarm: the judge alone says violated; a miss: people alone do; least reliable first, "
+               f"by the lower of precision and recall among those resting on {MIN_RANKED} judgements or more")
 TRUE, FALSE = ("true", "yes", "1", "t", "y"), ("false", "no", "0", "f", "n")
 
 
@@ -136,6 +146,148 @@ def kappa_and_error(c: Confusion) -> tuple[float | None, float]:
     return kappa, math.sqrt(variance)
 
 
+def _natural(text: str) -> list[Any]:
+    """Sorts P4 before P21."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def _items(keys: list[str], most: int) -> str:
+    shown = ", ".join(keys[:most])
+    return shown + (f" … and {len(keys) - most} more" if len(keys) > most else "")
+
+
+class Reliability(BaseModel):
+    """The judge's "violated" against people's on one thing judged (a rule, the items' own
+    outcomes) or on all: precision and recall with their 95 % Wilson intervals, and the items
+    where only one side says violated, to read."""
+
+    n: int = Field(default=0, description="Judgements compared.")
+    confusion: Confusion = Field(default_factory=Confusion)
+    precision: float | None = Field(default=None, description="Of the judge's 'violated', the share "
+                                    "people say too (None: the judge never said it).")
+    precision_low: float | None = None
+    precision_high: float | None = None
+    precision_n: int = Field(default=0, description="The judge's 'violated': precision's denominator.")
+    recall: float | None = Field(default=None, description="Of people's 'violated', the share the judge "
+                                 "says too (None: people never said it).")
+    recall_low: float | None = None
+    recall_high: float | None = None
+    recall_n: int = Field(default=0, description="People's 'violated': recall's denominator.")
+    false_alarms: list[str] = Field(default_factory=list, description="Where the judge alone says "
+                                    "violated (item, or item/subject overall), each once.")
+    misses: list[str] = Field(default_factory=list, description="Where people alone say violated.")
+    rank: int | None = Field(default=None, description="1: the least reliable thing; None: not ranked "
+                             "(unranked says why).")
+    unranked: str = ""
+
+    @classmethod
+    def of(cls, confusion: Confusion, false_alarms: list[str], misses: list[str]) -> "Reliability":
+        precision = Rate.of(confusion.both, confusion.both + confusion.judge_only)
+        recall = Rate.of(confusion.both, confusion.both + confusion.people_only)
+        return cls(n=confusion.n, confusion=confusion, precision=precision.rate, precision_low=precision.low,
+                   precision_high=precision.high, precision_n=precision.n, recall=recall.rate,
+                   recall_low=recall.low, recall_high=recall.high, recall_n=recall.n,
+                   false_alarms=list(dict.fromkeys(false_alarms)), misses=list(dict.fromkeys(misses)))
+
+    def worst(self) -> tuple[float, float] | None:
+        """The lower of precision and recall (with its upper bound) among those resting on
+        ``MIN_RANKED`` judgements or more; None when neither does."""
+        found = [(rate, high) for rate, high, n in ((self.precision, self.precision_high, self.precision_n),
+                                                    (self.recall, self.recall_high, self.recall_n))
+                 if rate is not None and high is not None and n >= MIN_RANKED]
+        return min(found) if found else None
+
+    def why_unranked(self) -> str:
+        if not self.precision_n and not self.recall_n:
+            return "neither side says violated"
+        return (f"too few labels: 'violated' {self.precision_n}× from the judge, {self.recall_n}× from "
+                f"people, {MIN_RANKED} needed")
+
+    def text(self, most: int = 10) -> str:
+        def rate(name: str, value: float | None, low: float | None, high: float | None, k: int, n: int) -> str:
+            if value is None:
+                return f"{name} – (0 of 0)"
+            return f"{name} {value:.0%} ({low:.0%}–{high:.0%}, {k} of {n})"
+
+        said = self.confusion.both
+        parts = [rate("precision", self.precision, self.precision_low, self.precision_high, said, self.precision_n)
+                 + ", " + rate("recall", self.recall, self.recall_low, self.recall_high, said, self.recall_n)
+                 + f", n={self.n}"]
+        if self.false_alarms:
+            parts.append(f"false alarms: {_items(self.false_alarms, most)}")
+        if self.misses:
+            parts.append(f"misses: {_items(self.misses, most)}")
+        return "; ".join(parts)
+
+
+class PrecisionRecall(BaseModel):
+    """The judge's precision and recall on "violated", overall and per thing judged, the least
+    reliable first."""
+
+    overall: Reliability = Field(default_factory=Reliability)
+    things: dict[str, Reliability] = Field(default_factory=dict, description="Each thing judged (a "
+                                           "subject and its value, the items' own outcomes): the ranked "
+                                           "ones least reliable first, then the unranked.")
+    left_out: list[str] = Field(default_factory=list, description="Rows compared for agreement but left "
+                                "out here: the status says no judge looked (item or item/subject, and "
+                                "the status).")
+    min_ranked: int = MIN_RANKED
+    definitions: str = DEFINITIONS
+
+    @classmethod
+    def of(cls, rows: list[tuple[str, str, str, str]], left_out: list[str]) -> "PrecisionRecall":
+        """From (thing, item, item/subject, confusion field) rows."""
+        tables: dict[str, Confusion] = {}
+        overall = Confusion()
+        alarms: dict[str, list[str]] = {"": []}
+        misses: dict[str, list[str]] = {"": []}
+        for thing, item, where, field in rows:
+            for table in (overall, tables.setdefault(thing, Confusion())):
+                setattr(table, field, getattr(table, field) + 1)
+            for found, key in ((alarms, "judge_only"), (misses, "people_only")):
+                if field == key:
+                    found.setdefault(thing, []).append(item)
+                    found[""].append(where)
+        things = {name: Reliability.of(table, alarms.get(name, []), misses.get(name, []))
+                  for name, table in tables.items()}
+        ranked = sorted((name for name in things if things[name].worst() is not None),
+                        key=lambda name: (things[name].worst(), -things[name].n, _natural(name)))
+        for rank, name in enumerate(ranked, 1):
+            things[name].rank = rank
+        # the unranked after: those with too few labels, then those neither side calls violated
+        unranked = sorted((name for name in things if things[name].rank is None),
+                          key=lambda name: (not (things[name].precision_n or things[name].recall_n), _natural(name)))
+        for name in unranked:
+            things[name].unranked = things[name].why_unranked()
+        return cls(overall=Reliability.of(overall, alarms[""], misses[""]), left_out=left_out,
+                   things={name: things[name] for name in ranked + unranked})
+
+    def lines(self, most: int = 10) -> list[str]:
+        """The terminal's lines: overall, the ranked things (the least reliable first), those with
+        too few labels to rank, and in one line those neither side calls violated."""
+        head = "  the judge's 'violated' against people's, the least reliable first"
+        if not self.overall.n:
+            return [f"{head}: nothing compared"]
+        width = max(len(name) for name in [*self.things, "overall"]) + 4
+        out = [f"{head}:", f"    {'overall':<{width}}{self.overall.text(most)}"]
+        few = [name for name, r in self.things.items() if r.rank is None and (r.precision_n or r.recall_n)]
+        silent = [f"{name} (n={r.n})" for name, r in self.things.items()
+                  if r.rank is None and not (r.precision_n or r.recall_n)]
+        for name, found in self.things.items():
+            if found.rank:
+                out.append(f"    {f'{found.rank}. {name}':<{width}}{found.text(most)}")
+        if few:
+            out.append(f"    not ranked, too few labels (a thing ranks once the judge or people say "
+                       f"violated {self.min_ranked} times):")
+            out += [f"    {f'– {name}':<{width}}{self.things[name].text(most)}" for name in few]
+        if silent:
+            out.append(f"    not ranked, neither side says violated: {_items(silent, 3 * most)}")
+        if self.left_out:
+            out.append(f"    left out, as no judge looked: {_items(self.left_out, most)}")
+        out.append(f"    ({self.definitions})")
+        return out
+
+
 class CalibrationReport(BaseModel):
     """How a run's judges agree with people's labels."""
 
@@ -149,6 +301,9 @@ class CalibrationReport(BaseModel):
     overall: Agreement = Field(default_factory=Agreement)
     groups: dict[str, Agreement] = Field(default_factory=dict)
     intervals: str = INTERVALS
+    precision_recall: PrecisionRecall = Field(default_factory=PrecisionRecall, description="The "
+                                              "judge's precision and recall on 'violated', overall and "
+                                              "per thing judged.")
 
     def summary(self) -> str:
         skipped = f"; {len(self.not_judged)} row(s) the judge could not decide" if self.not_judged else ""
@@ -310,6 +465,8 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
     tables: dict[str, Confusion] = {}
     overall = Confusion()
     not_judged = []
+    compared: list[tuple[str, str, str, str]] = []  # (thing, item, item/subject, confusion field)
+    left_out = []
     for label in labels:
         if label.run and label.run != data.run_id:
             raise IntellagentError(f"labelled on run {label.run}, not on run {data.run_id}: its items are "
@@ -318,9 +475,10 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
         final = outcome.get(label.item)
         if final is None:
             raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=path, line=label.line)
+        where = label.item + (f"/{label.subject[1]}" if label.subject else "")
         if label.subject is None:
-            judge = says_violated(outcome_statuses(plan, final), final.status)
-            group = ITEM_GROUP
+            statuses, status = outcome_statuses(plan, final), final.status
+            group = thing = ITEM_GROUP
         else:
             name, value = label.subject
             score = next((s for s in scores.get(label.item, []) if s.name in subjects[name]
@@ -329,15 +487,22 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
                 raise IntellagentError(f"item '{label.item}' has no score for {name} '{value}' in run "
                                        f"{data.run_id}", file=path, line=label.line)
             spec = declared.get(score.name)
-            judge = says_violated(spec.statuses if spec is not None else None, score.status)
+            statuses, status = (spec.statuses if spec is not None else None), score.status
             group = _group_value(score.labels[by]) if by in score.labels else f"(no {by})"
+            thing = f"{name} {value}"
+        judge = says_violated(statuses, status)
         if judge is None:
-            not_judged.append(label.item + (f"/{label.subject[1]}" if label.subject else ""))
+            not_judged.append(where)
             continue
         field = ("both" if label.violated else "judge_only") if judge else \
             ("people_only" if label.violated else "neither")
         for table in (overall, tables.setdefault(group, Confusion())):
             setattr(table, field, getattr(table, field) + 1)
+        if status in statuses.unjudged:  # agreement reads it as "not violated", as ever; no judge looked
+            left_out.append(f"{where} ({status})")
+        else:
+            compared.append((thing, label.item, where, field))
     return CalibrationReport(run_id=data.run_id, labels_file=str(path), rows=len(labels),
                              not_judged=not_judged, by=by, overall=Agreement.of(overall),
-                             groups={g: Agreement.of(tables[g]) for g in sorted(tables)})
+                             groups={g: Agreement.of(tables[g]) for g in sorted(tables)},
+                             precision_recall=PrecisionRecall.of(compared, left_out))

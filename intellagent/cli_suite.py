@@ -117,10 +117,12 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
               workspace: Path, store_url: str | None) -> None:
     """How RUN's judges agree with people's labels: agreement (95 % Wilson interval), Cohen's
     kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
-    and per group (a rule's category; the items' own outcomes apart). RUN: by default the run
-    the labels name (the labelling page's download does), else the latest. Kept with the run
-    (unless --print-only): its reports are written again with a Judges against people's labels
-    section."""
+    and per group (a rule's category; the items' own outcomes apart); the judge's precision and
+    recall on "violated" (95 % Wilson intervals) with the items where only one side says so,
+    overall and per thing judged (a rule, the items' outcomes), the least reliable first. RUN:
+    by default the run the labels name (the labelling page's download does), else the latest.
+    Kept with the run (unless --print-only): its reports are written again with a Judges against
+    people's labels section."""
     from intellagent.calibration import calibrate as agreement
     from intellagent.calibration import label_rows, labelled_run, read_labels, subjects_of
     from intellagent.report import load_run
@@ -158,6 +160,8 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
         click.echo(f"  {name:<{width}}  {group.text()}; both violated {c.both}, only the judge "
                    f"{c.judge_only}, only people {c.people_only}, neither {c.neither}")
     click.echo(f"  ({found.intervals})")
+    for line in found.precision_recall.lines():
+        click.echo(line)
     for path in paths:
         click.echo(f"report: {path}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from intellagent.model import StrictModel
 
@@ -48,6 +48,17 @@ class Statuses(StrictModel):
     passed: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list)
     other: list[str] = Field(default_factory=list)
+    unjudged: list[str] = Field(default_factory=list, description="Of ``other``, those given without "
+                                "any judgement of the thing (the simulation broke first, so no judge "
+                                "looked): `intellagent calibrate`'s precision and recall leave them "
+                                "out, as they say nothing of the judge.")
+
+    @model_validator(mode="after")
+    def _unjudged_are_other(self) -> "Statuses":
+        stray = [s for s in self.unjudged if s not in self.other]
+        if stray:
+            raise ValueError(f"unjudged statuses must be among other: {', '.join(stray)}")
+        return self
 
     def all(self) -> list[str]:
         return [*self.passed, *self.failed, *self.other]
@@ -83,7 +94,8 @@ def merge_scores(a: ScoreSpec, b: ScoreSpec) -> ScoreSpec:
         taken = set(a.statuses.all())
         statuses = Statuses(passed=a.statuses.passed + [s for s in b.statuses.passed if s not in taken],
                             failed=a.statuses.failed + [s for s in b.statuses.failed if s not in taken],
-                            other=a.statuses.other + [s for s in b.statuses.other if s not in taken])
+                            other=a.statuses.other + [s for s in b.statuses.other if s not in taken],
+                            unjudged=a.statuses.unjudged + [s for s in b.statuses.unjudged if s not in taken])
     return ScoreSpec(statuses=statuses, value=a.value or b.value,
                      labels=a.labels + [label for label in b.labels if label not in a.labels],
                      description=a.description or b.description, subject=a.subject or b.subject)

@@ -410,3 +410,23 @@ def test_labels_made_on_one_run_calibrate_that_run_and_no_other(runner, tmp_path
     result = calibrate(runner, ws, path)  # made in another workspace
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "labels.csv:3: labelled on run 20990101-000000-abcdef, which this workspace does not have" in result.output
+
+
+def test_a_dialog_the_simulated_user_broke_says_nothing_of_the_judges_precision_or_recall(runner, tmp_path, mixed):
+    """simulator-error: the user kept stopping for a wrong reason and the judge never saw the
+    dialog. Agreement reads it as 'not violated', as it always has; precision and recall leave
+    it out (people calling it violated would be a miss of a judge that was never asked)."""
+    ws, run_id, statuses, _ = mixed
+    broken = next(key for key, status in statuses.items() if status == "simulator-error")
+    failed = next(key for key, status in statuses.items() if status == "fail")
+    labels = write_labels(tmp_path / "labels.csv", [(broken, "", True), (failed, "", True)])
+    result = calibrate(runner, ws, labels, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["overall"]["n"] == 2 and found["overall"]["confusion"]["people_only"] == 1
+    judged = found["precision_recall"]
+    assert judged["left_out"] == [f"{broken} (simulator-error)"]
+    assert judged["overall"]["n"] == 1 and judged["overall"]["misses"] == []
+    assert judged["overall"]["recall"] == 1.0 and judged["overall"]["recall_n"] == 1
+    text = calibrate(runner, ws, labels, run_id).stdout
+    assert f"left out, as no judge looked: {broken} (simulator-error)" in text

@@ -76,8 +76,10 @@ def _judgement_fields(findings: type[BaseModel]) -> dict[str, Any]:
 
 
 #: An event's statuses: an agent crash counts against the agent; a dialog whose policies never
-#: came up, or whose simulated user kept stopping for a wrong reason, counts for nothing.
-EVENT = Statuses(passed=["pass"], failed=["fail", "agent-error"], other=["not-exercised", "simulator-error"])
+#: came up, or whose simulated user kept stopping for a wrong reason, counts for nothing (the
+#: latter was never shown to the judge: unjudged).
+EVENT = Statuses(passed=["pass"], failed=["fail", "agent-error"], other=["not-exercised", "simulator-error"],
+                 unjudged=["simulator-error"])
 
 #: What can fail an event, the values of its ``failed`` label.
 FAILED = ("stop", "policy", "state", "agent-error")

@@ -6,7 +6,8 @@ departed from the recording (``intellagent replay``) in the comparison of the tw
 from __future__ import annotations
 
 import html
-from typing import Any
+import re
+from typing import Any, Callable
 
 from intellagent.metrics import Rate
 
@@ -49,7 +50,47 @@ def mutation_section(report: Any) -> str:
     return "".join(parts)
 
 
-def calibration_section(report: Any) -> str:
+def _share(value: float | None, low: float | None, high: float | None, k: int, n: int) -> str:
+    if value is None:
+        return "– <span class=muted>(0 of 0)</span>"
+    return f"{_pct(value)} <span class=muted>{_pct(low)}–{_pct(high)}, {k} of {n}</span>"
+
+
+def _keys(keys: list[str], link: Callable[[str], str | None], most: int = 50) -> str:
+    """Item keys (``E0004`` or ``E0004/P3``), each linked to its item's transcript where it has one."""
+    shown = []
+    for key in keys[:most]:
+        href = link(re.split(r"[/ ]", key, maxsplit=1)[0])  # E0004/P3, E0004 (simulator-error)
+        shown.append(f"<a href='{_e(href)}'>{_e(key)}</a>" if href else _e(key))
+    return ", ".join(shown) + (f" … and {len(keys) - most} more" if len(keys) > most else "") or "–"
+
+
+def precision_recall_table(found: Any, link: Callable[[str], str | None]) -> str:
+    """The judge's precision and recall on "violated", overall then per thing judged, the least
+    reliable first, the unranked marked so."""
+    if not found.overall.n:
+        return ""
+    parts = ["<h3>The judge's “violated”: precision and recall, least reliable first</h3>",
+             f"<p class=muted>{_e(found.definitions)}.</p>",
+             "<table><tr><th>rank</th><th>judged</th><th>n</th><th>precision</th><th>recall</th>"
+             "<th>false alarms (the judge alone)</th><th>misses (people alone)</th><th>not ranked</th></tr>"]
+    for name, r in [("overall", found.overall), *found.things.items()]:
+        rank = str(r.rank) if r.rank else "" if name == "overall" else "–"
+        precision = _share(r.precision, r.precision_low, r.precision_high, r.confusion.both, r.precision_n)
+        recall = _share(r.recall, r.recall_low, r.recall_high, r.confusion.both, r.recall_n)
+        parts.append(f"<tr><td class=num>{rank}</td><td>{_e(name)}</td><td class=num>{r.n}</td>"
+                     f"<td class=num>{precision}</td><td class=num>{recall}</td>"
+                     f"<td>{_keys(r.false_alarms, link)}</td><td>{_keys(r.misses, link)}</td>"
+                     f"<td class=muted>{_e(r.unranked)}</td></tr>")
+    parts.append("</table>")
+    if found.left_out:
+        parts.append(f"<p class=muted>Left out, as no judge looked: {_keys(found.left_out, link)}.</p>")
+    return "".join(parts)
+
+
+def calibration_section(report: Any, link: Callable[[str], str | None] = lambda item: None) -> str:
+    """How the judges agree with people's labels; ``link``: an item's transcript, where the
+    report has one."""
     found = report.calibration
     if found is None:
         return ""
@@ -67,7 +108,7 @@ def calibration_section(report: Any) -> str:
         parts.append(f"<tr><td>{_e(name)}</td><td class=num>{group.n}</td><td class=num>{agreement}</td>"
                      f"<td class=num>{kappa}</td><td class=num>{c.both}</td><td class=num>{c.judge_only}</td>"
                      f"<td class=num>{c.people_only}</td><td class=num>{c.neither}</td></tr>")
-    parts.append("</table></section>\n")
+    parts.append("</table>" + precision_recall_table(found.precision_recall, link) + "</section>\n")
     return "".join(parts)
 
 

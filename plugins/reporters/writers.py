@@ -203,16 +203,18 @@ class HtmlReporter(Reporter):
         filters = ItemFilters(report, finals)
         # the transcripts first (on their pages, or into a scratch file for this one), the index
         # rows they give (summary, classes) after: every item is decoded once, streamed
+        links: dict[str, str] = {}
         with tempfile.TemporaryFile("w+", encoding="utf-8", dir=folder) as inline:
             rows = self._write_items(report, data, views, filters, pages if paged else None, inline,
-                                     sum(finals.values()))
+                                     sum(finals.values()), links)
             inline.seek(0)
             with path.open("w", encoding="utf-8") as fh:
-                fh.writelines(self.render(report, filters, finals, rows, None if paged else inline))
+                fh.writelines(self.render(report, filters, finals, rows, None if paged else inline, links))
         return path
 
     def render(self, report: RunReport, filters: ItemFilters, finals: Counter, rows: list[str],
-               transcripts: Iterable[str] | None) -> Iterator[str]:
+               transcripts: Iterable[str] | None, links: dict[str, str] | None = None) -> Iterator[str]:
+        """The page; ``links``: each item's transcript (on this page or another)."""
         info = report.info
         yield _head(f"IntellAgent report — {info.environment}")
         yield ("<nav class=toc><a href=#headline>headline</a><a href=#summary>funnel</a>"
@@ -249,7 +251,7 @@ class HtmlReporter(Reporter):
                "counted apart.</p></section>\n")
         for name, result in report.metrics.items():
             yield self._metric(name, result, filters)
-        yield mutation_section(report) + calibration_section(report)
+        yield mutation_section(report) + calibration_section(report, (links or {}).get)
         yield ("<section id=cost><h2>Tokens and cost</h2><table class=sort><thead><tr><th>step</th><th>model</th>"
                "<th>calls</th><th>cached</th><th>failed</th><th>prompt tokens</th>"
                "<th title='prompt tokens the provider read from its prompt cache, priced at its cached "
@@ -323,15 +325,17 @@ class HtmlReporter(Reporter):
         yield "</div>"
 
     def _write_items(self, report: RunReport, data: RunData, views: list[Any], filters: ItemFilters,
-                     pages: Path | None, inline: Any, total: int) -> list[str]:
+                     pages: Path | None, inline: Any, total: int, links: dict[str, str]) -> list[str]:
         """Every item's transcript, in the index's order: on ``items/0001.html`` …,
-        ``items_per_page`` a page (``pages``), else into ``inline``; returns the index's rows."""
+        ``items_per_page`` a page (``pages``), else into ``inline``; returns the index's rows and
+        puts each item's link in ``links``."""
         rows: list[str] = []
         groups = self._groups(data, payload=True)
         if pages is None:
             for group in groups:
                 summary, body = self._item(data, group, views)
-                rows.append(self._row(filters, group, summary, f"#{_anchor(group[0].item)}"))
+                links[group[0].item] = f"#{_anchor(group[0].item)}"
+                rows.append(self._row(filters, group, summary, links[group[0].item]))
                 inline.write(body)
             return rows
         pages.mkdir(parents=True)
@@ -346,7 +350,8 @@ class HtmlReporter(Reporter):
                          + self._nav(number, last) + "<section id=transcripts>")
                 for group in itertools.islice(groups, per_page):
                     summary, body = self._item(data, group, views)
-                    rows.append(self._row(filters, group, summary, f"{PAGES}/{_page(number)}#{_anchor(group[0].item)}"))
+                    links[group[0].item] = f"{PAGES}/{_page(number)}#{_anchor(group[0].item)}"
+                    rows.append(self._row(filters, group, summary, links[group[0].item]))
                     fh.write(body)
                 fh.write("</section>" + self._nav(number, last) + "</body></html>\n")
         return rows

@@ -114,9 +114,13 @@ def _groups(data: RunData, keys: set[str]) -> Iterator[list[RunItem]]:
 
 
 def _question(qid: str, item: str, text: str, judge: bool | None, reason: str,
-              subject: tuple[str, str] | None = None) -> str:
+              subject: tuple[str, str] | None = None, unjudged: bool = False) -> str:
+    """A question; ``unjudged``: its status says no judge looked (the simulation broke first)."""
     name, value = subject or ("", "")
-    shown = {True: "violated", False: "not violated", None: "could not decide"}[judge]
+    if unjudged:
+        shown, judge = "no judge looked", None
+    else:
+        shown = {True: "violated", False: "not violated", None: "could not decide"}[judge]
     return (f"<div class=question data-id='{_e(qid)}' data-item='{_e(item)}' data-subject='{_e(name)}' "
             f"data-value='{_e(value)}' data-judge='{'' if judge is None else str(judge).lower()}'>"
             f"<b>{text}</b> <label><input type=radio name='{_e(qid)}' value=true> yes, violated</label> "
@@ -150,11 +154,12 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
     for group in _groups(data, set(keys)):
         key = group[0].item
         final = outcome[key]
-        judge = says_violated(outcome_statuses(plan, final), final.status)
+        statuses = outcome_statuses(plan, final)
+        judge = says_violated(statuses, final.status)
         parts.append(f"<section class=item id='item-{_e(key)}'><h2>{_e(key)}</h2>")
         parts += [_view(data, it, views) for it in group if it.step not in hidden]
         parts.append(_question(f"{key}|", key, "Did the agent get this item wrong?", judge,
-                               f"{final.status}: {final.note}"))
+                               f"{final.status}: {final.note}", unjudged=final.status in statuses.unjudged))
         for it in group:
             for score in it.scores:
                 spec = declared.get(score.name)
@@ -165,8 +170,9 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
                 others = ", ".join(f"{k}: {v}" for k, v in score.labels.items() if k != spec.subject)
                 text = f"{_e(spec.subject)} {_e(value)}" + (f" <span class=muted>({_e(others)})</span>" if others else "") \
                     + ": violated?"
+                unjudged = spec.statuses is not None and score.status in spec.statuses.unjudged
                 parts.append(_question(f"{key}|{spec.subject}|{value}", key, text, says,
-                                       f"{score.status}: {score.note}", (spec.subject, value)))
+                                       f"{score.status}: {score.note}", (spec.subject, value), unjudged))
         parts.append("</section>")
     parts.append(f"<script>{SCRIPT}</script></body></html>\n")
     return "\n".join(parts)

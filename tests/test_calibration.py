@@ -430,3 +430,19 @@ def test_a_dialog_the_simulated_user_broke_says_nothing_of_the_judges_precision_
     assert judged["overall"]["recall"] == 1.0 and judged["overall"]["recall_n"] == 1
     text = calibrate(runner, ws, labels, run_id).stdout
     assert f"left out, as no judge looked: {broken} (simulator-error)" in text
+
+
+def test_the_labelling_page_does_not_say_the_judge_found_nothing_where_no_judge_looked(runner, tmp_path, mixed):
+    """It showed 'The judge: not violated' (and marked agreeing answers green) for a dialog the
+    judge never saw."""
+    ws, run_id, statuses, _ = mixed
+    out = tmp_path / "label.html"
+    assert runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out)]).exit_code == 0
+    questions = re.findall(r"<div class=question data-id='([^|]+)\|' .*? data-judge='([^']*)'>.*?"
+                           r"The judge: <b class=answer>([^<]+)</b>", out.read_text())
+    shown = {item: (judge, answer) for item, judge, answer in questions}
+    for item, status in statuses.items():
+        if status == "simulator-error":
+            assert shown[item] == ("", "no judge looked"), item
+        elif status == "fail":
+            assert shown[item] == ("true", "violated"), item

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from intellagent.executors import items_in_flight
+from intellagent.executors import fan_out_limit, items_in_flight
 from intellagent.steps import ItemEstimate, RoleLoad
 
 DEFAULT_OUTPUTS = 10.0  # elements of a list a step gives, when nothing says
@@ -489,10 +489,10 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
     # a step's items take rounds of those in progress (one round: one item's time), an item its
     # measured seconds (where the earlier run had every role where it is now: an agent that is
     # not our model takes its own time between our calls) or its calls one after another
-    in_flight = getattr(getattr(executor, "config", None), "items_in_flight", None) or items_in_flight(2 * slots)
-    rounds = [(math.ceil(n / in_flight), took, calls) for n, took, calls in timed]
-    wall = tuple(max(sum(r * (took * factor if took is not None else calls * call) for r, took, calls in rounds),
-                     spread * call, floor)
+    in_flight = executor.items_at_once(settings.max_concurrency) if executor is not None \
+        else items_in_flight(fan_out_limit(slots))
+    wall = tuple(max(sum(math.ceil(n / in_flight) * (took * factor if took is not None else calls * call)
+                         for n, took, calls in timed), spread * call, floor)
                  for factor, call in ((0.7, low), (1.5, high)))
     margin = 1.96 * math.sqrt(variance)
     return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,

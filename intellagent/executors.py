@@ -90,6 +90,12 @@ class Executor:
         --estimate`` spreads the calls over."""
         return concurrency
 
+    def items_at_once(self, concurrency: int) -> int:
+        """Items of one fan-out in progress at once over all the processes working on a run,
+        each with ``concurrency``: what ``run --estimate`` takes a step's items in rounds of."""
+        own = getattr(self.config, "items_in_flight", None)
+        return own or items_in_flight(fan_out_limit(self.model_slots(concurrency)))
+
     async def map(self, work: Callable[[T], Awaitable[None]], items: Iterable[T], *,
                   limit: int, key: Callable[[T], str] | None = None) -> None:
         """Apply ``work`` to every item, at most ``limit`` at once; an exception stops the rest
@@ -118,6 +124,12 @@ async def _bounded(work: Callable[[T], Awaitable[None]], items: Iterable[T], lim
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def fan_out_limit(concurrency: int) -> int:
+    """The bound the runner gives a fan-out with ``concurrency`` model slots (``llm.max_concurrency``):
+    twice them, at least 4."""
+    return max(4, 2 * concurrency)
 
 
 def model_slots(limit: int) -> int:

@@ -177,7 +177,6 @@ class LLMSettings(StrictModel):
             "roles": {r: s.model_copy(update={"model": model}) for r, s in self.roles.items()}})
 
 
-
 class PipelineSpec(StrictModel):
     """A whole run: environment, agent under test, models, steps, metrics and reports."""
 

@@ -28,7 +28,7 @@ from intellagent.agent import AgentSetup, AgentUnavailable
 from intellagent.environment import Environment
 from intellagent.events import AgentTurnDone, ModelCall, ToolCallDone
 from intellagent.errors import IntellagentError
-from intellagent.executors import SharedRun, WorkerJob
+from intellagent.executors import SharedRun, WorkerJob, fan_out_limit
 from intellagent.hashing import content_hash
 from intellagent.items import ItemMaker
 from intellagent.llm import LLM
@@ -212,7 +212,7 @@ class Runner:
                 self.llm.share_budget(self.store, self.run_id)  # and one budget
             scheduler = Scheduler(self.plan, self.steps, store=self.store, run_id=self.run_id,
                                   make=self.items.make, observer=self,
-                                  limit=max(4, 2 * self.llm.settings.max_concurrency))
+                                  limit=fan_out_limit(self.llm.settings.max_concurrency))
             await scheduler.run()
         except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
             raise first_error(group) from None

@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
-from intellagent.errors import IntellagentError
+from intellagent.errors import IntellagentError, listed
 from intellagent.metrics import Z95, Rate, wilson
 from intellagent.results import finals
 from intellagent.yamlio import _read_text, json_lines
@@ -151,11 +151,6 @@ def _natural(text: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
-def _items(keys: list[str], most: int) -> str:
-    shown = ", ".join(keys[:most])
-    return shown + (f" … and {len(keys) - most} more" if len(keys) > most else "")
-
-
 class Reliability(BaseModel):
     """The judge's "violated" against people's on one thing judged (a rule, the items' own
     outcomes) or on all: precision and recall with their 95 % Wilson intervals, and the items
@@ -214,9 +209,9 @@ class Reliability(BaseModel):
                  + ", " + rate("recall", self.recall, self.recall_low, self.recall_high, said, self.recall_n)
                  + f", n={self.n}"]
         if self.false_alarms:
-            parts.append(f"false alarms: {_items(self.false_alarms, most)}")
+            parts.append(f"false alarms: {listed(self.false_alarms, most)}")
         if self.misses:
-            parts.append(f"misses: {_items(self.misses, most)}")
+            parts.append(f"misses: {listed(self.misses, most)}")
         return "; ".join(parts)
 
 
@@ -281,9 +276,9 @@ class PrecisionRecall(BaseModel):
                        f"violated {self.min_ranked} times):")
             out += [f"    {f'– {name}':<{width}}{self.things[name].text(most)}" for name in few]
         if silent:
-            out.append(f"    not ranked, neither side says violated: {_items(silent, 3 * most)}")
+            out.append(f"    not ranked, neither side says violated: {listed(silent, 3 * most)}")
         if self.left_out:
-            out.append(f"    left out, as no judge looked: {_items(self.left_out, most)}")
+            out.append(f"    left out, as no judge looked: {listed(self.left_out, most)}")
         out.append(f"    ({self.definitions})")
         return out
 

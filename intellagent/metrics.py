@@ -169,6 +169,14 @@ def label_groups(plan: Any, env: Any, scores: Iterable[str], by: list[str]) -> l
     return out
 
 
+class ByLabels:
+    """A metric grouped ``by`` labels of the scores it reads: its groups are the values the plan
+    fixes for those labels (see :func:`label_groups`)."""
+
+    def groups(self, plan: Any, env: Any) -> list[str] | None:
+        return label_groups(plan, env, list(self.reads()), self.config.by)  # type: ignore[attr-defined]
+
+
 def _group_text(group: tuple) -> str:
     return "/".join(str(v) for v in group)
 
@@ -200,7 +208,7 @@ class RateConfig(StrictModel):
         return self
 
 
-class RateMetric(Metric):
+class RateMetric(ByLabels, Metric):
     """Share of passes among scored items (pass + fail), with a 95 % Wilson interval, overall or
     grouped by labels; other statuses (infra errors, invalid items) are counted in their own
     column."""
@@ -216,9 +224,6 @@ class RateMetric(Metric):
         if not path or path[-1] in ("rate", "low", "high") or (len(path) == 1 and path[0] not in ("n", "passed")):
             return (0.0, 1.0)
         return None
-
-    def groups(self, plan: Any, env: Any) -> list[str] | None:
-        return label_groups(plan, env, [self.config.score], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: RateConfig = self.config
@@ -327,7 +332,7 @@ class MicroPRConfig(StrictModel):
     description: str = ""
 
 
-class MicroPRMetric(Metric):
+class MicroPRMetric(ByLabels, Metric):
     """Micro-averaged precision (Σ matched / Σ predicted) and recall (Σ matched / Σ actual):
     counts summed over items before dividing."""
 
@@ -336,10 +341,6 @@ class MicroPRMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.matched: [], self.config.predicted: [], self.config.actual: []}
-
-    def groups(self, plan: Any, env: Any) -> list[str] | None:
-        c: MicroPRConfig = self.config
-        return label_groups(plan, env, [c.matched, c.predicted, c.actual], c.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: MicroPRConfig = self.config
@@ -385,7 +386,7 @@ class RatioConfig(StrictModel):
                                  "(with `by`, one line listing every group).")
 
 
-class RatioMetric(Metric):
+class RatioMetric(ByLabels, Metric):
     """Σ numerator / Σ denominator over items (micro-averaged), overall or by labels."""
 
     name = "ratio"
@@ -393,9 +394,6 @@ class RatioMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.numerator: [], self.config.denominator: []}
-
-    def groups(self, plan: Any, env: Any) -> list[str] | None:
-        return label_groups(plan, env, [self.config.numerator, self.config.denominator], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: RatioConfig = self.config
@@ -429,7 +427,7 @@ class MeanConfig(StrictModel):
     description: str = ""
 
 
-class MeanMetric(Metric):
+class MeanMetric(ByLabels, Metric):
     """The mean of a score's values, overall or by labels."""
 
     name = "mean"
@@ -437,9 +435,6 @@ class MeanMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
-
-    def groups(self, plan: Any, env: Any) -> list[str] | None:
-        return label_groups(plan, env, [self.config.score], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: MeanConfig = self.config
@@ -467,7 +462,7 @@ class CountsConfig(StrictModel):
     description: str = ""
 
 
-class CountsMetric(Metric):
+class CountsMetric(ByLabels, Metric):
     """How many scores of a name ended with each status, overall or by labels."""
 
     name = "counts"
@@ -475,9 +470,6 @@ class CountsMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
-
-    def groups(self, plan: Any, env: Any) -> list[str] | None:
-        return label_groups(plan, env, [self.config.score], self.config.by)
 
     def compute(self, data: Any) -> MetricResult:
         c: CountsConfig = self.config

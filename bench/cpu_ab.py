@@ -36,13 +36,17 @@ from intellagent.environment import load_environment
 from intellagent.registry import load_registry
 from intellagent.runner import run_plan
 from intellagent.store import Store
+try:
+    from intellagent.runner import drive  # the CLI's event loop, where the checkout has one
+except ImportError:
+    drive = asyncio.run
 registry = load_registry()
 env = load_environment(registry.resolve('environment', 'airline').value)
 with server_process(latency=0.3, list_items=5, port=0) as server, tempfile.TemporaryDirectory() as tmp:
     store = Store.for_workspace(tmp)
     plan = plan_for(registry, server.base_url, int(sys.argv[1]), 32)
     cpu = time.process_time()
-    result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
+    result = drive(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
                                   progress_stream=open('/dev/null', 'w')))
     cpu = time.process_time() - cpu
     calls = sum(1 for c in store.calls(result.run_id) if not c.cached)

@@ -68,7 +68,7 @@ from intellagent.executors import items_in_flight  # noqa: E402
 from intellagent.llm import client as llm_client  # noqa: E402
 from intellagent.plan import load_plan  # noqa: E402
 from intellagent.registry import load_registry  # noqa: E402
-from intellagent.runner import run_plan  # noqa: E402
+from intellagent.runner import drive, run_plan  # noqa: E402
 from intellagent.store import Store  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -410,7 +410,7 @@ def main() -> None:
     print(f"0. host reference (fixed pure-Python work, median of 5): {reference:.1f} ms; the CPU "
           "figures below scale with it")
     if "cpu" not in args.skip:
-        asyncio.run(one_process(args.events, args.latency, args.in_flight, args.port))
+        drive(one_process(args.events, args.latency, args.in_flight, args.port))  # on the CLI's loop
     if "throughput" not in args.skip:
         throughput(args.throughput_events, args.latency, args.wide, args.port)
     if "memory" not in args.skip:

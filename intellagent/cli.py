@@ -430,9 +430,8 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
                     until: str | None, cache: bool) -> None:
     """``run --estimate``: the estimate's table, from the workspace's earlier run where there is
     one (a workspace without a store is not created)."""
-    import asyncio
-
     from intellagent.estimate import earlier_figures, estimate_plan, plan_reuse
+    from intellagent.runner import drive
     from intellagent.store import Store
     from intellagent.store import store_url as chosen_url
 
@@ -443,7 +442,7 @@ def _print_estimate(plan: Any, env: Any, workspace: Path, store_url: str | None,
     else:  # no store yet: walked over an empty one, so the steps that call nothing give their lists
         store = Store("sqlite://")
     earlier = earlier_figures(plan, env, store)
-    reuse = asyncio.run(plan_reuse(plan, env, store, steps=steps, cache=cache))
+    reuse = drive(plan_reuse(plan, env, store, steps=steps, cache=cache))
     found = estimate_plan(plan, env, earlier, steps=steps, reuse=reuse)
     _warn_unused_prices(plan)  # as the run says it
     click.echo(f"estimate of {plan.name} on {env.name} (no model called):")
@@ -602,12 +601,10 @@ class RunInputs:
 
     def run(self, plan: Any, *, until: str | None = None, progress_stream: Any = None) -> Any:
         """Run ``plan`` (one of :meth:`plan`'s) with the options given."""
-        import asyncio
-
         from intellagent.progress import DEFAULT_EVERY
-        from intellagent.runner import run_plan
+        from intellagent.runner import drive, run_plan
 
-        return asyncio.run(run_plan(plan, self.env, store=self.store, registry=self.registry,
+        return drive(run_plan(plan, self.env, store=self.store, registry=self.registry,
                                     workspace=self.workspace,
                                     cache=False if self.options["no_cache"] else None,
                                     hooks=self.registry.pm, until=until,

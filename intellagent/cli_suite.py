@@ -266,14 +266,12 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     agent answers as the recorded one did (the same tool calls; the text by --text); at its first
     other answer the simulated user takes over. Per dialog: the agent's turn of departure and
     the new verdict; `intellagent compare RUN NEW` shows them too. Exit codes as `run`'s."""
-    import asyncio
-
     from intellagent.cli import _set_overrides
     from intellagent.compare import compare
     from intellagent.plan import plan_from_data
     from intellagent.replay import Recording, text_matcher
     from intellagent.report import RunInfo
-    from intellagent.runner import run_plan
+    from intellagent.runner import drive, run_plan
     from intellagent.store import open_existing
 
     text_matcher(text)  # a matcher that cannot work is refused before anything runs
@@ -297,7 +295,7 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     _events_unchanged(recorded_plan, plan)
     env = _recorded_environment(registry, config, info)
     recording = Recording(store, run_id, plan, text)
-    result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
+    result = drive(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                                   cache=False if no_cache else None, hooks=registry.pm, replay=recording))
     report = result.report
     from intellagent.report import load_run

@@ -4,7 +4,6 @@ environment from the store and joins the run, taking items until every fan-out i
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import sys
@@ -16,7 +15,7 @@ from intellagent.errors import IntellagentError
 from intellagent.executors import WorkerJob
 from intellagent.plan import plan_from_data
 from intellagent.registry import load_registry
-from intellagent.runner import join_run
+from intellagent.runner import drive, join_run
 from intellagent.store import Store
 
 
@@ -35,7 +34,7 @@ def run_worker(job: WorkerJob) -> dict[str, Any]:
                                "(install the same version on every node)", item=job.worker_name)
     if job.limits:
         plan.spec.llm = plan.spec.llm.model_copy(update=job.limits)
-    return asyncio.run(join_run(plan, env, store=store, registry=registry, run_id=job.run_id,
+    return drive(join_run(plan, env, store=store, registry=registry, run_id=job.run_id,
                                 cache=job.cache, until=job.until, name=job.worker_name))
 
 

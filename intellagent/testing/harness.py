@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from pathlib import Path
 from typing import Any
@@ -51,7 +50,7 @@ def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Pa
     ``FunctionModel``) used instead of building them from the settings."""
     from intellagent.plan import load_plan, plan_from_data
     from intellagent.registry import load_registry
-    from intellagent.runner import Runner
+    from intellagent.runner import Runner, drive
 
     registry = registry or load_registry()
     if isinstance(pipeline, dict):
@@ -69,4 +68,4 @@ def run_pipeline(pipeline: str | Path | dict, env: Environment, *, workspace: Pa
                         hooks=hooks, until=until, progress_stream=progress_stream)
         return await runner.run()
 
-    return asyncio.run(go())
+    return drive(go())

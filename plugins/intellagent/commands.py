@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
@@ -23,7 +22,7 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
     from intellagent.environment import load_environment
     from intellagent.envs import environment_path
     from intellagent.plan import load_plan, model_overrides
-    from intellagent.runner import run_plan
+    from intellagent.runner import drive, run_plan
     from intellagent.store import Store
 
     registry = obj.registry
@@ -33,7 +32,7 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
     if step is None:
         raise IntellagentError("this pipeline has no step giving a policy graph", item="--pipeline")
     env = load_environment(environment_path(registry, environment))
-    result = asyncio.run(run_plan(plan, env, store=Store.for_workspace(workspace),
+    result = drive(run_plan(plan, env, store=Store.for_workspace(workspace),
                                   registry=registry, workspace=workspace, until=step))
     g: PolicyGraph | None = result.data.value(step)
     if g is None:

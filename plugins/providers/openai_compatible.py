@@ -242,4 +242,12 @@ def cached_tokens(usage: Any) -> int:
 
 
 def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+    """``value[name]`` of a dict, the field or extra field ``name`` of an SDK object (not through
+    ``getattr``: pydantic's lookup of a name the object lacks raises and catches an error,
+    ~4 µs in a loop and about ten times that in a run, on every structured call)."""
+    if isinstance(value, dict):
+        return value.get(name)
+    fields = getattr(value, "__dict__", None) or {}
+    if name in fields:
+        return fields[name]
+    return (getattr(value, "__pydantic_extra__", None) or {}).get(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Iterator
 
 from pydantic import BaseModel, Field, TypeAdapter
@@ -24,11 +24,17 @@ class RunItem:
     item: str  # "" for a once-step; "E0004", "E0004/2" for fan-out items
     status: str
     note: str
-    scores: list[Score]
     key: str
     payload: str | None = None
     warnings: list[str] = field(default_factory=list)
     value_hash: str = ""  # the item's value's identity (the same value, the same hash)
+    scores_json: str = "[]"  # as stored; read into ``scores`` when first asked for
+
+    @cached_property
+    def scores(self) -> list[Score]:
+        """The item's scores (read on first use: a report walks every item for its outcome
+        several times, and most walks never look at the scores)."""
+        return _SCORES.validate_json(self.scores_json) if self.scores_json else []
 
 
 _SCORES = TypeAdapter(list[Score])  # an item's scores are read in one call, not score by score
@@ -55,9 +61,8 @@ class RunData:
               payload: bool = False, scored: bool = False) -> Iterator[RunItem]:
         """The run's items in position order (``scored``: only those with scores)."""
         for row in self.store.run_items(self.run_id, step, prefix=prefix, payload=payload, scored=scored):
-            scores = _SCORES.validate_json(row["scores"]) if row["scores"] else []
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
-                          note=row["note"] or "", scores=scores, key=row["key"],
+                          note=row["note"] or "", scores_json=row["scores"] or "", key=row["key"],
                           payload=row.get("payload"), warnings=json.loads(row.get("warnings") or "[]"),
                           value_hash=row.get("value_hash") or "")
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from intellagent.environment import load_environment  # noqa: E402
 from intellagent.plan import load_plan  # noqa: E402
 from intellagent.registry import load_registry  # noqa: E402
-from intellagent.runner import run_plan  # noqa: E402
+from intellagent.runner import drive, run_plan  # noqa: E402
 from intellagent.store import Store  # noqa: E402
 
 SLEEP = {"seconds": 0.5}
@@ -46,8 +46,8 @@ def wall(agent: str, events: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.for_workspace(tmp)
         started = time.perf_counter()
-        asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
-                             progress_stream=open("/dev/null", "w")))
+        drive(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
+                        progress_stream=open("/dev/null", "w")))
         return time.perf_counter() - started
 
 

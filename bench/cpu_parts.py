@@ -31,7 +31,7 @@ from scale_bench import plan_for  # noqa: E402
 
 from intellagent.environment import load_environment  # noqa: E402
 from intellagent.registry import load_registry  # noqa: E402
-from intellagent.runner import run_plan  # noqa: E402
+from intellagent.runner import drive, run_plan  # noqa: E402
 from intellagent.store import Store  # noqa: E402
 
 DEFAULT = [
@@ -115,8 +115,8 @@ def main() -> None:
         plan = plan_for(registry, server.base_url, args.events, 32)
         collections = Collections()
         collections.counting, cpu = True, time.process_time()
-        result = asyncio.run(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
-                                      progress_stream=open("/dev/null", "w")))
+        result = drive(run_plan(plan, env, store=store, registry=registry, workspace=Path(tmp),
+                                progress_stream=open("/dev/null", "w")))
         cpu, collections.counting = time.process_time() - cpu, False
         calls = sum(1 for c in store.calls(result.run_id) if not c.cached)
     print(f"airline, {args.events} events: process CPU {cpu:.2f} s over {calls} model calls "

@@ -10,16 +10,16 @@ are the same, its dialogs are not); a judgement labelled twice (by one ``labelle
 refused, as it would count double. The judge's side of a row: a status its step or score
 declares as failed is "violated"; passed and other statuses are not; an item or score that could
 not finish, or an item that never reached a judging step (a critic), is left out (listed as not
-judged).
+judged); so is a status its step declares ``unjudged`` (no judge looked: the simulated user
+broke the dialog), named with its status: read as "not violated" it would count people's
+"violated" as the judge's miss, and their "not violated" as agreement, on a dialog no judge saw.
 
 Per group (the matched score's ``--by`` label, a rule's category; item outcomes in a group of
 their own) and overall: agreement with its 95 % Wilson interval, Cohen's kappa with the 95 %
 interval from its large-sample standard error (Fleiss, Cohen & Everitt 1969; rows taken as
 independent), and the confusion counts. Per thing judged (each subject value, the items' own
 outcomes) and overall: the judge's precision and recall on "violated" with their Wilson
-intervals and the items where only one side says violated, the least reliable thing first;
-there a status its step declares ``unjudged`` (no judge looked: the simulated user broke the
-dialog) is left out, named, where agreement reads it as "not violated".
+intervals and the items where only one side says violated, the least reliable thing first.
 """
 
 from __future__ import annotations
@@ -223,14 +223,11 @@ class PrecisionRecall(BaseModel):
     things: dict[str, Reliability] = Field(default_factory=dict, description="Each thing judged (a "
                                            "subject and its value, the items' own outcomes): the ranked "
                                            "ones least reliable first, then the unranked.")
-    left_out: list[str] = Field(default_factory=list, description="Rows compared for agreement but left "
-                                "out here: the status says no judge looked (item or item/subject, and "
-                                "the status).")
     min_ranked: int = MIN_RANKED
     definitions: str = DEFINITIONS
 
     @classmethod
-    def of(cls, rows: list[tuple[str, str, str, str]], left_out: list[str]) -> "PrecisionRecall":
+    def of(cls, rows: list[tuple[str, str, str, str]]) -> "PrecisionRecall":
         """From (thing, item, item/subject, confusion field) rows."""
         tables: dict[str, Confusion] = {}
         overall = Confusion()
@@ -254,7 +251,7 @@ class PrecisionRecall(BaseModel):
                           key=lambda name: (not (things[name].precision_n or things[name].recall_n), _natural(name)))
         for name in unranked:
             things[name].unranked = things[name].why_unranked()
-        return cls(overall=Reliability.of(overall, alarms[""], misses[""]), left_out=left_out,
+        return cls(overall=Reliability.of(overall, alarms[""], misses[""]),
                    things={name: things[name] for name in ranked + unranked})
 
     def lines(self, most: int = 10) -> list[str]:
@@ -277,8 +274,6 @@ class PrecisionRecall(BaseModel):
             out += [f"    {f'– {name}':<{width}}{self.things[name].text(most)}" for name in few]
         if silent:
             out.append(f"    not ranked, neither side says violated: {listed(silent, 3 * most)}")
-        if self.left_out:
-            out.append(f"    left out, as no judge looked: {listed(self.left_out, most)}")
         out.append(f"    ({self.definitions})")
         return out
 
@@ -292,6 +287,11 @@ class CalibrationReport(BaseModel):
     not_judged: list[str] = Field(default_factory=list, description="Rows no judge decided (the item "
                                   "or score did not finish, or the item never reached a judging step): "
                                   "item or item/subject.")
+    left_out: list[str] = Field(default_factory=list, description="Rows left out of every figure "
+                                "(agreement, kappa, the confusion counts, precision and recall) as no "
+                                "judge looked: their status is one its step declares unjudged (the "
+                                "simulated user broke the dialog first); item or item/subject, and the "
+                                "status.")
     by: str = Field(default="category", description="The score label the groups are made by.")
     overall: Agreement = Field(default_factory=Agreement)
     groups: dict[str, Agreement] = Field(default_factory=dict)
@@ -302,6 +302,8 @@ class CalibrationReport(BaseModel):
 
     def summary(self) -> str:
         skipped = f"; {len(self.not_judged)} row(s) the judge could not decide" if self.not_judged else ""
+        if self.left_out:
+            skipped += f"; {len(self.left_out)} row(s) left out, as no judge looked"
         return f"judges against {self.rows} people's label(s): {self.overall.text()}{skipped}"
 
 
@@ -489,15 +491,15 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
         if judge is None:
             not_judged.append(where)
             continue
+        if status in statuses.unjudged:  # not the judge's "not violated": no judge looked
+            left_out.append(f"{where} ({status})")
+            continue
         field = ("both" if label.violated else "judge_only") if judge else \
             ("people_only" if label.violated else "neither")
         for table in (overall, tables.setdefault(group, Confusion())):
             setattr(table, field, getattr(table, field) + 1)
-        if status in statuses.unjudged:  # agreement reads it as "not violated", as ever; no judge looked
-            left_out.append(f"{where} ({status})")
-        else:
-            compared.append((thing, label.item, where, field))
+        compared.append((thing, label.item, where, field))
     return CalibrationReport(run_id=data.run_id, labels_file=str(path), rows=len(labels),
-                             not_judged=not_judged, by=by, overall=Agreement.of(overall),
+                             not_judged=not_judged, left_out=left_out, by=by, overall=Agreement.of(overall),
                              groups={g: Agreement.of(tables[g]) for g in sorted(tables)},
-                             precision_recall=PrecisionRecall.of(compared, left_out))
+                             precision_recall=PrecisionRecall.of(compared))

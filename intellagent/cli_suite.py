@@ -13,7 +13,7 @@ import click
 
 from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, output_to,
                              run_options)
-from intellagent.errors import IntellagentError
+from intellagent.errors import IntellagentError, listed
 
 
 def rewrite_reports(store: Any, run_id: str, obj: Context, workspace: Path) -> list[Path]:
@@ -119,7 +119,8 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
     kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
     and per group (a rule's category; the items' own outcomes apart); the judge's precision and
     recall on "violated" (95 % Wilson intervals) with the items where only one side says so,
-    overall and per thing judged (a rule, the items' outcomes), the least reliable first. RUN:
+    overall and per thing judged (a rule, the items' outcomes), the least reliable first; a row
+    whose status says no judge looked is left out of every figure, counted and named. RUN:
     by default the run the labels name (the labelling page's download does), else the latest.
     Kept with the run (unless --print-only): its reports are written again with a Judges against
     people's labels section."""
@@ -159,6 +160,8 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
         c = group.confusion
         click.echo(f"  {name:<{width}}  {group.text()}; both violated {c.both}, only the judge "
                    f"{c.judge_only}, only people {c.people_only}, neither {c.neither}")
+    if found.left_out:
+        click.echo(f"  left out of every figure, as no judge looked: {listed(found.left_out, 10)}")
     click.echo(f"  ({found.intervals})")
     for line in found.precision_recall.lines():
         click.echo(line)

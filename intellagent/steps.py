@@ -50,8 +50,8 @@ class Statuses(StrictModel):
     other: list[str] = Field(default_factory=list)
     unjudged: list[str] = Field(default_factory=list, description="Of ``other``, those given without "
                                 "any judgement of the thing (the simulation broke first, so no judge "
-                                "looked): `intellagent calibrate`'s precision and recall leave them "
-                                "out, as they say nothing of the judge.")
+                                "looked): `intellagent calibrate` leaves them out of agreement, kappa, "
+                                "precision and recall, as they say nothing of the judge.")
 
     @model_validator(mode="after")
     def _unjudged_are_other(self) -> "Statuses":

@@ -412,24 +412,78 @@ def test_labels_made_on_one_run_calibrate_that_run_and_no_other(runner, tmp_path
     assert "labels.csv:3: labelled on run 20990101-000000-abcdef, which this workspace does not have" in result.output
 
 
-def test_a_dialog_the_simulated_user_broke_says_nothing_of_the_judges_precision_or_recall(runner, tmp_path, mixed):
+def test_a_dialog_the_simulated_user_broke_is_left_out_of_agreement_kappa_precision_and_recall(
+        runner, tmp_path, mixed):
     """simulator-error: the user kept stopping for a wrong reason and the judge never saw the
-    dialog. Agreement reads it as 'not violated', as it always has; precision and recall leave
-    it out (people calling it violated would be a miss of a judge that was never asked)."""
-    ws, run_id, statuses, _ = mixed
-    broken = next(key for key, status in statuses.items() if status == "simulator-error")
-    failed = next(key for key, status in statuses.items() if status == "fail")
-    labels = write_labels(tmp_path / "labels.csv", [(broken, "", True), (failed, "", True)])
-    result = calibrate(runner, ws, labels, run_id, "--json")
+    dialog. Agreement and kappa read it as the judge's 'not violated': people's 'violated' on it
+    counted as a miss, their 'not violated' as agreement (here κ 0.10 where the judged rows give
+    0.25). Every figure now rests on the judged rows alone, as precision and recall did, and the
+    rows left out are named in the terminal, --json and the report."""
+    ws, run_id, statuses, final = mixed
+    # the judged rows: (item, policy, the judge says violated, category), each item's outcome and
+    # its policies, as the critic declares their statuses (event: fail, agent-error failed;
+    # policy: fail failed, pass and not-exercised not)
+    judged = []
+    for key, item in final.items():
+        if item["step"] == "verdicts" and item["status"] in ("pass", "fail", "agent-error", "not-exercised"):
+            judged.append((key, "", item["status"] in ("fail", "agent-error"), "(item outcome)"))
+            judged += [(key, s["labels"]["policy"], s["status"] == "fail", s["labels"]["category"])
+                       for s in item["scores"] if s["name"] == "policy"]
+    broken = sorted(key for key, status in statuses.items() if status == "simulator-error")
+    assert len(judged) >= 6 and len(broken) >= 2, (judged, broken)
+    flipped = {1, 3, 5}  # people disagree with the judge on these judged rows
+    people = [(item, policy, says != (i in flipped)) for i, (item, policy, says, _) in enumerate(judged)]
+    # on the broken dialogs people say violated, but for the last
+    unjudged = [(key, "", key != broken[-1]) for key in broken]
+    result = calibrate(runner, ws, write_labels(tmp_path / "labels.csv", people + unjudged), run_id, "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
-    assert found["overall"]["n"] == 2 and found["overall"]["confusion"]["people_only"] == 1
-    judged = found["precision_recall"]
-    assert judged["left_out"] == [f"{broken} (simulator-error)"]
-    assert judged["overall"]["n"] == 1 and judged["overall"]["misses"] == []
-    assert judged["overall"]["recall"] == 1.0 and judged["overall"]["recall_n"] == 1
-    text = calibrate(runner, ws, labels, run_id).stdout
-    assert f"left out, as no judge looked: {broken} (simulator-error)" in text
+
+    # the confusion counts over the judged rows alone, by hand
+    both = sum(says and said for (_, _, says, _), (_, _, said) in zip(judged, people))
+    judge_only = sum(says and not said for (_, _, says, _), (_, _, said) in zip(judged, people))
+    people_only = sum(not says and said for (_, _, says, _), (_, _, said) in zip(judged, people))
+    neither = sum(not says and not said for (_, _, says, _), (_, _, said) in zip(judged, people))
+    n = len(judged)
+    assert found["overall"]["confusion"] == {"both": both, "judge_only": judge_only,
+                                             "people_only": people_only, "neither": neither}
+    assert found["overall"]["n"] == n and found["rows"] == n + len(broken)
+    # agreement and Cohen's kappa written out: p_o observed, p_e by chance from the margins
+    p_o = (both + neither) / n
+    judge_yes, people_yes = (both + judge_only) / n, (both + people_only) / n
+    p_e = judge_yes * people_yes + (1 - judge_yes) * (1 - people_yes)
+    kappa = (p_o - p_e) / (1 - p_e)
+    assert found["overall"]["agreement"] == round(p_o, 4)
+    assert found["overall"]["kappa"] == round(kappa, 4)
+    # counted as the judge's 'not violated', the broken rows would give another kappa
+    b_both, b_judge_only, b_people_only, b_neither = both, judge_only, people_only + len(broken) - 1, neither + 1
+    b_n = n + len(broken)
+    b_judge, b_people = (b_both + b_judge_only) / b_n, (b_both + b_people_only) / b_n
+    b_e = b_judge * b_people + (1 - b_judge) * (1 - b_people)
+    assert round(((b_both + b_neither) / b_n - b_e) / (1 - b_e), 4) != round(kappa, 4)
+    # the items' own outcomes as a group: the judged ones alone
+    outcomes = [(says, said) for (_, policy, says, _), (_, _, said) in zip(judged, people) if not policy]
+    group = found["groups"]["(item outcome)"]
+    assert group["n"] == len(outcomes)
+    assert group["confusion"]["people_only"] == sum(not says and said for says, said in outcomes)
+    assert group["confusion"]["neither"] == sum(not says and not said for says, said in outcomes)
+    assert sum(g["n"] for g in found["groups"].values()) == n
+
+    # named, with their status, once for every figure; precision and recall rest on the same rows
+    named = [f"{key} (simulator-error)" for key in broken]
+    assert found["left_out"] == named and found["not_judged"] == []
+    assert found["precision_recall"]["overall"]["n"] == n
+    assert found["precision_recall"]["overall"]["confusion"] == found["overall"]["confusion"]
+    assert not set(broken) & set(found["precision_recall"]["overall"]["misses"])
+    text = calibrate(runner, ws, tmp_path / "labels.csv", run_id).stdout
+    assert f"; {len(broken)} row(s) left out, as no judge looked" in text.splitlines()[0]
+    assert f"left out of every figure, as no judge looked: {', '.join(named)}" in text
+    report = read_report(ws / "runs" / run_id / "report.json")
+    assert report["calibration"]["left_out"] == named and report["calibration"]["overall"]["n"] == n
+    page = (ws / "runs" / run_id / "report.html").read_text()
+    section = page[page.index("id=calibration"):]
+    links = ", ".join(f"<a href='#i-{key}'>{key} (simulator-error)</a>" for key in broken)
+    assert f"Left out of every figure, as no judge looked (the dialog broke before one could): {links}." in section
 
 
 def test_the_labelling_page_does_not_say_the_judge_found_nothing_where_no_judge_looked(runner, tmp_path, mixed):

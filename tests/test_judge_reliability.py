@@ -175,7 +175,7 @@ def test_precision_and_recall_per_rule_are_the_hand_counted_ones(calibrated):
     assert outcome["false_alarms"] == ["C04"]
 
 
-def test_overall_leaves_out_what_no_judge_looked_at_where_agreement_counts_it(calibrated):
+def test_every_figure_leaves_out_what_no_judge_looked_at(calibrated):
     found = calibrated[0]
     overall = found["precision_recall"]["overall"]
     tables = [counts(JUDGE[r], PEOPLE[r], LABELLED[r]) for r in JUDGE] + [(3, 1, 0, 0)]  # + the outcomes
@@ -186,9 +186,15 @@ def test_overall_leaves_out_what_no_judge_looked_at_where_agreement_counts_it(ca
     assert_share(overall, "recall", 11, 13)
     assert overall["false_alarms"] == ["C04", "C06/R1", "C03/R2", "C04/R2", "C05/R2"]
     assert overall["misses"] == ["C07/R1", "C08/R1"]
-    assert found["precision_recall"]["left_out"] == ["C13 (broken)"]
-    # agreement and kappa as ever: C13's "broken" reads as the judge's "not violated", a miss
-    assert found["overall"]["n"] == 34 and found["overall"]["confusion"]["people_only"] == 3
+    assert found["left_out"] == ["C13 (broken)"]
+    # agreement and kappa on the same 33 rows: C13's "broken" is no judge's "not violated" (it
+    # counted as a miss: n 34, people alone 3, κ 0.52)
+    assert found["overall"]["n"] == 33
+    assert found["overall"]["confusion"] == {"both": 11, "judge_only": 5, "people_only": 2, "neither": 15}
+    observed = (11 + 15) / 33
+    chance = (16 / 33) * (13 / 33) + (17 / 33) * (20 / 33)  # the judge's margins, people's
+    assert found["overall"]["agreement"] == round(observed, 4)
+    assert found["overall"]["kappa"] == round((observed - chance) / (1 - chance), 4) == round(310 / 541, 4)
 
 
 def test_the_least_reliable_rule_comes_first_and_too_few_labels_are_marked_not_ranked(calibrated):
@@ -202,9 +208,9 @@ def test_the_least_reliable_rule_comes_first_and_too_few_labels_are_marked_not_r
     assert things["rule R4"]["unranked"] == "neither side says violated"
     lines = text.splitlines()
     at = {name: next(i for i, line in enumerate(lines) if name in line)
-          for name in ("1. rule R2", "2. rule R1", "not ranked, too few labels", "– rule R3",
-                       "not ranked, neither side says violated: rule R4 (n=2)",
-                       "left out, as no judge looked: C13 (broken)")}
+          for name in ("left out of every figure, as no judge looked: C13 (broken)", "1. rule R2",
+                       "2. rule R1", "not ranked, too few labels", "– rule R3",
+                       "not ranked, neither side says violated: rule R4 (n=2)")}
     assert list(at.values()) == sorted(at.values())  # in this order
     r2 = lines[at["1. rule R2"]]
     low, high = wilson(2, 5)
@@ -224,7 +230,9 @@ def test_the_report_shows_the_table_with_links_to_the_items(calibrated):
     assert names == ["overall", "rule R2", "rule R1", "(item outcome)", "rule R3", "rule R4"]
     assert "<a href='#i-C06'>C06</a>" in table and "<a href='#i-C03'>C03/R2</a>" in table
     assert f"{wilson(2, 5)[0]:.0%}–{wilson(2, 5)[1]:.0%}, 2 of 5" in table
-    assert "Left out, as no judge looked: <a href='#i-C13'>C13 (broken)</a>" in table
+    section = page[page.index("id=calibration"):page.index("The judge's “violated”")]
+    assert "Left out of every figure, as no judge looked (the dialog broke before one could): " \
+        "<a href='#i-C13'>C13 (broken)</a>." in section
 
 
 def test_unjudged_statuses_are_some_of_the_other_ones_and_merge_as_they_do():

@@ -83,8 +83,6 @@ def precision_recall_table(found: Any, link: Callable[[str], str | None]) -> str
                      f"<td>{_keys(r.false_alarms, link)}</td><td>{_keys(r.misses, link)}</td>"
                      f"<td class=muted>{_e(r.unranked)}</td></tr>")
     parts.append("</table>")
-    if found.left_out:
-        parts.append(f"<p class=muted>Left out, as no judge looked: {_keys(found.left_out, link)}.</p>")
     return "".join(parts)
 
 
@@ -96,6 +94,8 @@ def calibration_section(report: Any, link: Callable[[str], str | None] = lambda 
         return ""
     parts = ["<section id=calibration><h2>Judges against people's labels</h2>",
              f"<p>{_e(found.summary())}</p><p class=muted>{_e(found.intervals)}</p>",
+             f"<p class=muted>Left out of every figure, as no judge looked (the dialog broke before "
+             f"one could): {_keys(found.left_out, link)}.</p>" if found.left_out else "",
              "<table><tr><th>group</th><th>n</th><th>agreement</th><th>Cohen's κ</th>"
              "<th>both say violated</th><th>only the judge</th><th>only people</th><th>neither</th></tr>"]
     for name, group in [("overall", found.overall), *found.groups.items()]:

@@ -168,16 +168,16 @@ def _fail(exc: IntellagentError) -> None:
 
 
 @contextlib.contextmanager
-def output_to(path: Path, flag: str | None) -> Iterator[None]:
+def output_to(path: Path, flag: str | None, instead: str | None = None) -> Iterator[None]:
     """A command writing its output at ``path``: a place it may not write (a read-only workspace)
     is one line naming it and ``flag``, the option that writes elsewhere (None: the user chose
-    the place)."""
+    the place), or ``instead``, what to do where a flag is not all."""
     try:
         yield
     except OSError as exc:
         if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise
-        hint = f": give {flag} to write elsewhere" if flag else ""
+        hint = f": {instead}" if instead else f": give {flag} to write elsewhere" if flag else ""
         raise IntellagentError(f"cannot write here ({exc.strerror}){hint}", file=path) from None
 
 

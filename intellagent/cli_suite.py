@@ -5,6 +5,7 @@ against another agent, the simulated user taking over where it departs)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -147,13 +148,28 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
     plan, _, data = load_run(store, run_id, obj.registry)
     labels = read_labels(labels_path, set(subjects_of(plan)), rows)
     found = agreement(data, labels, labels_path, by)
-    paths = []
+    paths, refused = [], None
     if not print_only:
         store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
-        paths = rewrite_reports(store, run_id, obj, workspace)
+        folder = workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
+        report = shlex.join(["intellagent", "report", run_id, "--workspace", str(workspace)])
+        report += " --store URL --out DIR" if store_url else " --out DIR"
+        try:  # the figures are printed either way, the refusal after them
+            with output_to(folder, None, instead="the result is kept with the run; give --print-only to "
+                                                 f"only print, or write its reports elsewhere: {report}"):
+                paths = rewrite_reports(store, run_id, obj, workspace)
+        except IntellagentError as exc:
+            refused = exc
     if as_json:
         click.echo(found.model_dump_json(indent=1))
-        return
+    else:
+        show_calibration(found, run_id, paths)
+    if refused is not None:
+        raise refused
+
+
+def show_calibration(found: Any, run_id: str, paths: list[Path]) -> None:
+    """calibrate's result in the terminal."""
     click.echo(f"run {run_id}: {found.summary()}")
     width = max([len(g) for g in found.groups] + [7])
     for name, group in [("overall", found.overall), *found.groups.items()]:

@@ -10,6 +10,7 @@ import contextlib
 import csv
 import hashlib
 import json
+import shlex
 import shutil
 import sqlite3
 from pathlib import Path
@@ -192,3 +193,40 @@ def test_a_workspace_left_by_a_killed_run_reads_right_read_only(crashed, tmp_pat
     assert "2 run(s)" in check.stdout
     assert_one_clean_line(run, "ws/intellagent.db", REFUSED)  # a file SQLite opened read-only is not taken as writable
     assert not any(scratch.iterdir())  # the private copy is gone
+
+
+def test_calibrate_on_a_store_it_may_write_beside_reports_it_may_not_prints_its_figures_and_says_what_to_do(
+        made, tmp_path):
+    """The store writable, the run's report folder not: calibrate computed and kept its result,
+    then failed as '.../runs/RUN/tmpXXXX: Permission denied' with nothing printed and no word of
+    --print-only or `report --out`. Now the figures are printed, then one line saying what to
+    do, exit 2; the command it names writes the reports, the calibration in them."""
+    ws = tmp_path / "ws"
+    shutil.copytree(made, ws)
+    latest = run_ids(ws)[-1]
+    labels = tmp_path / "labels.csv"
+    n = labels_agreeing_with_the_judge(ws, labels)
+    folder = ws / "runs" / latest
+    before = sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with read_only(ws / "runs"):
+        text, as_json = invoke([["calibrate", "--labels", labels, "--workspace", ws],
+                                ["calibrate", "--labels", labels, "--json", "--workspace", ws]],
+                               unwritable=[ws / "runs", folder], tmp=scratch)
+    for result in (text, as_json):
+        assert_one_clean_line(result, str(folder), "cannot write here (Permission denied): the result is kept "
+                              "with the run; give --print-only to only print, or write its reports elsewhere: "
+                              f"intellagent report {latest} --workspace {ws} --out DIR")
+    assert text.stdout.startswith(f"run {latest}: judges against {n} people's label(s): agreement 100% ")
+    assert "κ " in text.stdout and "the judge's 'violated' against people's" in text.stdout
+    assert json.loads(as_json.stdout)["overall"]["n"] == n  # the figures, whole, before the refusal
+    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
+
+    command = text.stderr.strip().rpartition("elsewhere: ")[2].replace("DIR", str(tmp_path / "out"))
+    assert command.startswith("intellagent ")
+    result = CliRunner().invoke(cli, shlex.split(command)[1:])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert written["info"]["run_id"] == latest and written["calibration"]["overall"]["n"] == n
+    assert "id=calibration" in (tmp_path / "out" / "report.html").read_text()

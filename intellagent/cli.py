@@ -8,6 +8,7 @@ import importlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,8 +35,11 @@ class Context:
     """What every command shares: the registry, built once and only when needed."""
 
     def __init__(self, plugins: tuple = (), entry_points: bool = True, disable: tuple = (),
-                 quiet_broken: bool = False) -> None:
+                 quiet_broken: bool = False, started: float | None = None) -> None:
         self._plugins = plugins
+        #: when the command began: its process's start from the console entry point, else now
+        #: (a command invoked in a process that was already running)
+        self.started = started if started is not None else time.time()
         self._entry_points = entry_points
         self.disable = disable
         self.quiet_broken = quiet_broken  # `plugins` lists them itself
@@ -529,6 +533,7 @@ class RunInputs:
         from intellagent.plan import model_overrides
 
         self.options = options
+        self._started: float | None = ctx.obj.started  # the command's, for its first run only
         self.registry: Registry = ctx.obj.registry
         self.params = _extra_params(ctx.args)
         o = options
@@ -604,6 +609,7 @@ class RunInputs:
         from intellagent.progress import DEFAULT_EVERY
         from intellagent.runner import drive, run_plan
 
+        started, self._started = self._started, None
         return drive(run_plan(plan, self.env, store=self.store, registry=self.registry,
                                     workspace=self.workspace,
                                     cache=False if self.options["no_cache"] else None,
@@ -612,7 +618,7 @@ class RunInputs:
                                     progress_stream=progress_stream,
                                     progress_every=self.options.get("progress_every", DEFAULT_EVERY),
                                     quiet=self.options.get("quiet", False),
-                                    otel=self.options.get("otel")))
+                                    otel=self.options.get("otel"), started=started))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -995,10 +1001,21 @@ RETRIED = {"infra-error": "an endpoint fault or a timeout, asked again",
 """Item statuses a re-run can fix, and how (a budget stop is fixed by raising the budget)."""
 
 
+def process_started() -> float:
+    """When this process started (the interpreter's start and imports included), as Linux's
+    /proc tells it to a clock tick; elsewhere, now."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time()
+    return time.time() - max(0.0, since_boot)
+
+
 def main() -> None:
     """Console entry point. Unexpected errors are shown in one line unless INTELLAGENT_DEBUG=1."""
     try:
-        cli.main(prog_name="intellagent", standalone_mode=True)
+        cli.main(prog_name="intellagent", standalone_mode=True, obj={"started": process_started()})
     except IntellagentError as exc:
         _fail(exc)
     except Exception as exc:  # pragma: no cover - a bug; keep the user's screen readable

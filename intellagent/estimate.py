@@ -15,7 +15,9 @@ Three sources, each exact where it can be:
 - **what an earlier run measured**: where the workspace holds a finished run of the same
   pipeline, its calls and tokens per item of each step, by role, the elements of each list and
   the seconds a call took replace the step's own guesses (a list length the step's options fix,
-  such as ``events``, stays).
+  such as ``events``, stays); and the run's own time besides its model calls: its start, its
+  report (scaled by the items it covers) and the items of its steps that call no model (those
+  the walk makes, as long as they took it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,6 +37,12 @@ from intellagent.steps import ItemEstimate, RoleLoad
 
 DEFAULT_OUTPUTS = 10.0  # elements of a list a step gives, when nothing says
 LATENCY = (0.5, 4.0)  # seconds a call takes, when no earlier run says
+#: seconds a run takes of its own, when no earlier run says: its start (the interpreter, imports,
+#: the environment, plugins: 2.0-3.3 s for airline on 2 busy cores) and its report, per item it
+#: covers (0.6-1.6 ms there)
+START = (1.0, 4.0)
+REPORT_ITEM = (0.0005, 0.005)
+SPREAD = (0.7, 1.5)  # a measured time's range in the next run: the range of a call's seconds
 
 
 def tokens(*parts: Any) -> float:
@@ -67,6 +76,10 @@ class Estimate(BaseModel):
         "items varied, when it measured a step's every call; None when nothing was measured.")
     measured: dict[str, int] = Field(default_factory=dict, description="Items measured per step "
                                      "behind calls_range.")
+    own: tuple[float, float] = Field(default=(0.0, 0.0), description="Seconds of the wall the run takes "
+                                     "of its own, low and high: its start, its steps that call no "
+                                     "model and its report.")
+    own_source: str = Field(default="", description="Where the run's own seconds come from.")
 
     def lines(self) -> list[str]:
         out = [f"{'step':<14} {'items':>7} {'reused':>7} {'calls':>8} {'prompt tok':>12} "
@@ -80,6 +93,9 @@ class Estimate(BaseModel):
         out.append(f"total: {self.calls:.0f} calls, {self.prompt_tokens:.0f} prompt + "
                    f"{self.completion_tokens:.0f} completion tokens, {dollars}; wall "
                    f"{_duration(self.wall[0])} to {_duration(self.wall[1])}")
+        if self.own_source:
+            out.append(f"of the wall, {_duration(self.own[0])} to {_duration(self.own[1])} is the run's own "
+                       f"time: {self.own_source}")
         if self.calls_range is not None:
             low, high = self.calls_range
             share = (high - self.calls) / self.calls * 100 if self.calls else 0.0
@@ -89,7 +105,35 @@ class Estimate(BaseModel):
         return out
 
 
+def own_time(earlier: dict[str, Any], items: float, free: float,
+             report: bool = True) -> tuple[tuple[float, float], str]:
+    """The seconds a run takes besides its items that call a model (low, high), and whence: its
+    start (the interpreter, imports, the environment, plugins, the agent's pre-flight), as long
+    whatever its size; the ``free`` seconds of its steps that call no model; and its report (the
+    summaries, the HTML, JSON and CSV written), which grows with the ``items`` it covers (none
+    under ``--until``). The start and the report are as the ``earlier`` run recorded them, else
+    guessed."""
+    own, run = earlier.get("own"), earlier.get("run_id")
+    no_model = f"the steps that call no model ({free:.2f} s)" if free >= 0.005 else ""
+    if own is None:
+        low, high = START[0] + free * SPREAD[0], START[1] + free * SPREAD[1]
+        if report:
+            low, high = low + REPORT_ITEM[0] * items, high + REPORT_ITEM[1] * items
+        why = f"run {run} did not record them" if run else "a finished run in the workspace measures them"
+        return (low, high), f"its start{' and report' if report else ''}, guessed ({why})" + \
+            (f"; {no_model}" if no_model else "")
+    seconds = own["report"] * items / max(1, own["items"]) if report else 0.0
+    parts = [f"its start ({own['start']:.1f} s in run {run})", no_model,
+             f"its report ({own['report']:.2f} s for its {own['items']} items, {seconds:.2f} s for {items:.0f})"
+             if report else ""]
+    parts = [p for p in parts if p]
+    said = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+    return tuple((own["start"] + free + seconds) * f for f in SPREAD), said
+
+
 def _duration(seconds: float) -> str:
+    if seconds < 10:  # a small run: its own start and report are seconds of it
+        return f"{seconds:.1f} s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -127,6 +171,10 @@ class Reuse:
     #: by step, what each item to make whose inputs the walk knows costs (the step's
     #: :meth:`~intellagent.steps.Step.estimate_item`)
     items: dict[str, list[ItemEstimate]] = field(default_factory=dict)
+    #: of the steps that call no model, the items the walk made as the run will (``computed``)
+    #: and the seconds they took it
+    computed: Counter = field(default_factory=Counter)
+    seconds: Counter = field(default_factory=Counter)
 
     def item_estimate(self, step: str) -> ItemEstimate | None:
         """The mean of the :attr:`items` of ``step`` (tokens weighted by calls), None without any."""
@@ -208,6 +256,7 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
         ctx = maker.context(step, scope, key, content_hash(hashes) if hashes else None)
         if roles != step.roles:  # a call raises instead of reaching a model
             ctx = replace(ctx, llm=StepLLM(llm, step.name, roles, key))
+        began = time.perf_counter()
         try:
             result = step.plugin.run(ctx, **inputs)
             if inspect.isawaitable(result):
@@ -216,6 +265,9 @@ async def plan_reuse(plan: Any, env: Any, store: Any, *, steps: list[str] | None
             if roles == step.roles:
                 raise
             return None
+        if step.name in free:
+            found.computed[step.name] += 1
+            found.seconds[step.name] += time.perf_counter() - began
         found.new[step.name] += 1
         out = result if isinstance(result, Output) else Output(value=result)
         value, _, value_hash = typed(step, out.value)
@@ -249,19 +301,24 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
     """Per item of each step, what the latest finished run of ``plan``'s pipeline on ``env`` (the
     same files: another environment, or this one with other data or prompt, is another world) in
     ``store`` spent (calls, tokens and the mean seconds of a call by role, with the model and
-    endpoint each role had; elements of each list; the calls in a chain), and whether it tested
-    the same agent; empty when there is none."""
+    endpoint each role had; elements of each list; the calls in a chain; the seconds an item of
+    a step calling no model took), whether it tested the same agent, and the seconds of its own
+    it took (``own``: its start, its report and the items that report covers); empty when there
+    is none."""
     run_id = store.latest_finished_run(plan.name, environment_hash=env.fingerprint())
     if run_id is None:
         return {}
     figures = store.run_figures(run_id)
-    spec = store.run_config(run_id).get("spec") or {}
+    config = store.run_config(run_id)
+    spec = config.get("spec") or {}
     try:
         settings = type(plan.spec.llm).model_validate(spec.get("llm") or {})
     except ValueError:  # another version's settings: no role's model is known to match
         settings = None
     agent = plan.spec.agent.model_dump(mode="json", by_alias=True) if plan.spec.agent is not None else None
     items, finished = figures["items"], figures["finished"]
+    timing = config.get("timing") or {}
+    no_model = {name: seconds / n for name, (n, seconds) in (timing.get("no_model") or {}).items() if n}
     steps: dict[str, Any] = {}
     for name, step in plan.steps.items():
         n = finished.get(name)  # per item of those it finished: a cut-short one measures less
@@ -276,7 +333,7 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
         models = {r: endpoint(settings.for_role(r)) for r in step.roles} if settings is not None else {}
         found: dict[str, Any] = {"roles": roles, "models": models,
                                  "sequential": sum(r["calls"] for r in roles.values()),
-                                 "seconds": figures["span"].get(name),
+                                 "seconds": figures["span"].get(name), "no_model": no_model.get(name),
                                  "spread": _spread(figures["item_calls"].get(name, []), n)}
         children = [s for s in plan.steps.values() if s.each == name]
         if step.output.many and children:
@@ -288,7 +345,10 @@ def earlier_figures(plan: Any, env: Any, store: Any) -> dict[str, Any]:
         elif children:  # the share of its items that went on (an invalid one halts its later steps)
             found["goes_on"] = min(1.0, max(items.get(c.name, 0) for c in children) / items[name])
         steps[name] = found
-    return {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
+    found_run: dict[str, Any] = {"run_id": run_id, "steps": steps, "same_agent": spec.get("agent") == agent}
+    if "start" in timing:  # recorded since the estimate counts them (an older run's: not)
+        found_run["own"] = {"start": timing["start"], "report": timing["report"], "items": sum(items.values())}
+    return found_run
 
 
 def _asked(step: Any, spec: dict[str, Any], env: Any, n: int, items: dict[str, int]) -> float | None:
@@ -474,7 +534,7 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
             k, sd = spreads[name]
             variance += sd ** 2 * (n * n / k + n)
     latency = sum(seconds) / len(seconds) if seconds else None
-    low, high = (latency * 0.7, latency * 1.5) if latency else LATENCY
+    low, high = (latency * SPREAD[0], latency * SPREAD[1]) if latency else LATENCY
     # the items one after another in rounds of those a fan-out keeps in progress, or the calls
     # spread over the requests in flight, or the provider's limits per minute: whichever takes
     # longest
@@ -493,9 +553,21 @@ def estimate_plan(plan: Any, env: Any, earlier: dict[str, Any] | None = None,
         else items_in_flight(fan_out_limit(slots))
     wall = tuple(max(sum(math.ceil(n / in_flight) * (took * factor if took is not None else calls * call)
                          for n, took, calls in timed), spread * call, floor)
-                 for factor, call in ((0.7, low), (1.5, high)))
+                 for factor, call in zip(SPREAD, (low, high)))
+    # the steps that call no model take the process's own time, an item after another (a step
+    # computing holds the event loop): the items the walk made as long as they took it, the
+    # others as long as the earlier run's took
+    free = 0.0
+    for name in names:
+        if plan.steps[name].roles or plan.steps[name].uses_agent:
+            continue
+        walked, seconds = (reuse.computed[name], reuse.seconds[name]) if reuse is not None else (0, 0.0)
+        per_item = (earlier.get("steps", {}).get(name) or {}).get("no_model") or 0.0
+        free += seconds + max(0.0, items[name] - walked) * per_item
+    own, own_source = own_time(earlier, sum(c.items + c.reused for c in costs), free, report=steps is None)
+    wall = tuple(own[i] + wall[i] for i in (0, 1))
     margin = 1.96 * math.sqrt(variance)
-    return Estimate(steps=costs, calls=total_calls, prompt_tokens=prompt_total,
+    return Estimate(own=own, own_source=own_source, steps=costs, calls=total_calls, prompt_tokens=prompt_total,
                     completion_tokens=completion_total, dollars=dollars, wall=wall,
                     calls_range=(max(0.0, total_calls - margin), total_calls + margin) if spreads else None,
                     measured={name: k for name, (k, _) in spreads.items()},

@@ -17,6 +17,7 @@ import gc
 import json
 import os
 import sys
+import time
 import types
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -84,8 +85,13 @@ class Runner:
                  new_report: bool = False, join: str | None = None, name: str = "",
                  gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                  quiet: bool = False, otel: str | None = None,
-                 replay: Recording | None = None) -> None:
+                 replay: Recording | None = None, started: float | None = None) -> None:
         self.plan = plan
+        #: when the work of this run began (the process's start, for a command's first run):
+        #: its start up to its first item is recorded for the next estimate
+        self.started = started if started is not None else time.time()
+        self.free_items: dict[str, list[float]] = {}  # of the steps calling no model: items, seconds
+        self._item_began: dict[tuple[str, str], float] = {}
         self.replay = replay  # the run whose recorded dialogs this one replays
         self.gates = plan.gates if gates is None else gates
         self.join = join  # a worker joining this run (of a sharing executor): no report
@@ -291,7 +297,9 @@ class Runner:
         self._begin(run_id, f"{HOST}:{os.getpid()}:{run_id}")
         self.hook.before_run(run=self.handle)
         try:
+            began = time.time()
             await self._execute()
+            executed = time.time()
             self.store.flush()
             data = RunData(self.store, self.run_id, self.plan)
             steps = summarize(data)
@@ -309,6 +317,14 @@ class Runner:
                     paths = write_reports(self.plan, report, data, self.workspace, self.registry,
                                           folder=self.report_folder)
                 info = {"info": report.info.model_dump(mode="json")}
+            # what the run took besides its items' model calls, for the next estimate: its start
+            # (imports, environment, plugins, the agent's pre-flight), the items of the steps that
+            # call no model, and its report (the summaries, the reports written); its steps' whole
+            # time beside them
+            info["timing"] = {"start": round(began - self.started, 3), "steps": round(executed - began, 3),
+                              "report": round(time.time() - executed, 3),
+                              "no_model": {step: [n, round(seconds, 3)]
+                                           for step, (n, seconds) in self.free_items.items()}}
             self.store.set_run_status(self.run_id, status, **info)
         except BaseException as exc:
             self.progress.close()
@@ -361,10 +377,16 @@ class Runner:
 
     def item_started(self, step: PlannedStep, scope: Scope) -> None:
         _ITEM.set((step, scope.key))
+        if not (step.roles or step.uses_agent):
+            self._item_began[step.name, scope.key] = time.perf_counter()
         self.hook.before_item(run=self.handle, step=step, item=scope.key)
 
     def item_done(self, step: PlannedStep, scope: Scope, held: Held) -> None:
         _ITEM.set(None)
+        began = self._item_began.pop((step.name, scope.key), None)
+        if began is not None and held.made:
+            n, seconds = self.free_items.get(step.name, (0, 0.0))
+            self.free_items[step.name] = [n + 1, seconds + time.perf_counter() - began]
         self.progress.tick(step.name, held.status, scope.key)
         self.hook.after_item(run=self.handle, step=step, item=scope.key, status=held.status,
                              made=held.made)
@@ -437,15 +459,16 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    progress_stream: Any = None, new_report: bool = False,
                    gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                    quiet: bool = False, otel: str | None = None,
-                   replay: Recording | None = None) -> RunResult:
+                   replay: Recording | None = None, started: float | None = None) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
-    ``until`` names a step to stop after."""
+    ``until`` names a step to stop after. ``started``: when the command began (its process's
+    start), the run's start being measured from it; default: now."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report, gates=gates, progress_every=progress_every,
-                    quiet=quiet, otel=otel, replay=replay)
+                    quiet=quiet, otel=otel, replay=replay, started=started)
     with batch_collector():
         return await runner.run()
 

@@ -611,14 +611,14 @@ class RunInputs:
 
         started, self._started = self._started, None
         return drive(run_plan(plan, self.env, store=self.store, registry=self.registry,
-                                    workspace=self.workspace,
-                                    cache=False if self.options["no_cache"] else None,
-                                    hooks=self.registry.pm, until=until,
-                                    new_report=self.options["new_report"], gates=self.gates,
-                                    progress_stream=progress_stream,
-                                    progress_every=self.options.get("progress_every", DEFAULT_EVERY),
-                                    quiet=self.options.get("quiet", False),
-                                    otel=self.options.get("otel"), started=started))
+                              workspace=self.workspace,
+                              cache=False if self.options["no_cache"] else None,
+                              hooks=self.registry.pm, until=until,
+                              new_report=self.options["new_report"], gates=self.gates,
+                              progress_stream=progress_stream,
+                              progress_every=self.options.get("progress_every", DEFAULT_EVERY),
+                              quiet=self.options.get("quiet", False),
+                              otel=self.options.get("otel"), started=started))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

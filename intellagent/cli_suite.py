@@ -315,7 +315,7 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     env = _recorded_environment(registry, config, info)
     recording = Recording(store, run_id, plan, text)
     result = drive(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
-                                  cache=False if no_cache else None, hooks=registry.pm, replay=recording))
+                            cache=False if no_cache else None, hooks=registry.pm, replay=recording))
     report = result.report
     from intellagent.report import load_run
 

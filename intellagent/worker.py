@@ -35,7 +35,7 @@ def run_worker(job: WorkerJob) -> dict[str, Any]:
     if job.limits:
         plan.spec.llm = plan.spec.llm.model_copy(update=job.limits)
     return drive(join_run(plan, env, store=store, registry=registry, run_id=job.run_id,
-                                cache=job.cache, until=job.until, name=job.worker_name))
+                         cache=job.cache, until=job.until, name=job.worker_name))
 
 
 def worker_main() -> None:

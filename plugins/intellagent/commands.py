@@ -33,7 +33,7 @@ def graph(obj, environment: str, pipeline: str | None, model: str | None, worksp
         raise IntellagentError("this pipeline has no step giving a policy graph", item="--pipeline")
     env = load_environment(environment_path(registry, environment))
     result = drive(run_plan(plan, env, store=Store.for_workspace(workspace),
-                                  registry=registry, workspace=workspace, until=step))
+                            registry=registry, workspace=workspace, until=step))
     g: PolicyGraph | None = result.data.value(step)
     if g is None:
         item = next(result.data.items(step))

@@ -198,7 +198,8 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
           store_url: str | None) -> None:
     """Write a labelling page for RUN: a static HTML file showing each dialog with a question per
     judgement, the judge's answer hidden until answered; it downloads the answers as a labels
-    file for `intellagent calibrate`."""
+    file for `intellagent calibrate`. A judgement no judge looked at (a dialog the simulated
+    user broke) is left out, and counted, as calibrate would count no answer on it."""
     from intellagent.labelling import label_page
     from intellagent.report import load_run
     from intellagent.store import open_existing
@@ -212,8 +213,10 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     page = label_page(data, views, limit=limit)
     with output_to(path, None if out else "--out FILE"):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
+        path.write_text(page.html, encoding="utf-8")
     click.echo(f"labelling page: {path}")
+    if page.left_out():
+        click.echo(f"  {page.left_out()}")
 
 
 def _recorded_environment(registry: Any, config: dict[str, Any], info: Any) -> Any:

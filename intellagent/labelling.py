@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from intellagent.calibration import outcome_statuses, says_violated
@@ -113,33 +114,113 @@ def _groups(data: RunData, keys: set[str]) -> Iterator[list[RunItem]]:
         yield group
 
 
-def _question(qid: str, item: str, text: str, judge: bool | None, reason: str,
-              subject: tuple[str, str] | None = None, unjudged: bool = False) -> str:
-    """A question; ``unjudged``: its status says no judge looked (the simulation broke first)."""
-    name, value = subject or ("", "")
-    if unjudged:
-        shown, judge = "no judge looked", None
-    else:
-        shown = {True: "violated", False: "not violated", None: "could not decide"}[judge]
-    return (f"<div class=question data-id='{_e(qid)}' data-item='{_e(item)}' data-subject='{_e(name)}' "
-            f"data-value='{_e(value)}' data-judge='{'' if judge is None else str(judge).lower()}'>"
-            f"<b>{text}</b> <label><input type=radio name='{_e(qid)}' value=true> yes, violated</label> "
-            f"<label><input type=radio name='{_e(qid)}' value=false> no</label>"
+@dataclass
+class Question:
+    """One judgement the page asks about: the item's own outcome (``subject`` None) or one thing
+    judged within it."""
+
+    item: str
+    subject: tuple[str, str] | None
+    text: str
+    judge: bool | None
+    reason: str
+
+    @property
+    def qid(self) -> str:
+        return f"{self.item}|" + (f"{self.subject[0]}|{self.subject[1]}" if self.subject else "")
+
+
+@dataclass
+class LabelPage:
+    """A labelling page and what it leaves out: judgements whose status its step declares
+    unjudged (no judge looked: the simulated user broke the dialog), as calibrate counts no
+    answer on them; an item left with none is not shown."""
+
+    html: str
+    items: int = 0  # items on the page
+    left_out_items: int = 0  # items whose every judgement no judge looked at
+    left_out_rows: int = 0  # such judgements of the items that have others
+    left_out_statuses: list[str] = field(default_factory=list)
+
+    def left_out(self) -> str:
+        """What was left out and why, in words ("" when nothing was)."""
+        if not (self.left_out_items or self.left_out_rows):
+            return ""
+        what = [f"{self.left_out_items} item(s)" if self.left_out_items else "",
+                f"{self.left_out_rows} question(s) of other items" if self.left_out_rows else ""]
+        return (f"left out: {', and '.join(w for w in what if w)}, no judge looked at "
+                f"({', '.join(self.left_out_statuses)}: the dialog broke before a judge could see it; "
+                "calibrate would count no answer on them)")
+
+
+def _question(q: Question) -> str:
+    """A question, the judge's answer hidden until answered."""
+    name, value = q.subject or ("", "")
+    shown = {True: "violated", False: "not violated", None: "could not decide"}[q.judge]
+    return (f"<div class=question data-id='{_e(q.qid)}' data-item='{_e(q.item)}' data-subject='{_e(name)}' "
+            f"data-value='{_e(value)}' data-judge='{'' if q.judge is None else str(q.judge).lower()}'>"
+            f"<b>{q.text}</b> <label><input type=radio name='{_e(q.qid)}' value=true> yes, violated</label> "
+            f"<label><input type=radio name='{_e(q.qid)}' value=false> no</label>"
             f"<div class=judge hidden>The judge: <b class=answer>{_e(shown)}</b> "
-            f"<span class=muted>{_e(reason[:600])}</span></div></div>")
+            f"<span class=muted>{_e(q.reason[:600])}</span></div></div>")
 
 
-def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
-    """The labelling page of the run's first ``limit`` judged items (an item that never reached a
-    judging step, an invalid scenario, has nothing to label)."""
+def _questions(data: RunData, outcome: dict[str, RunItem]) -> tuple[dict[str, list[Question]], dict[str, list[str]]]:
+    """The questions of each item of ``outcome`` whose judge looked (in the run's order), and
+    per item the status of each judgement left out as no judge looked."""
     plan = data.plan
     declared = plan.declared_scores()
-    subjects = sorted({spec.subject for spec in declared.values() if spec.subject})
+    asked: dict[str, list[Question]] = {}
+    unlooked: dict[str, list[str]] = {key: [] for key in outcome}
+    for key, final in outcome.items():
+        statuses = outcome_statuses(plan, final)
+        if final.status in statuses.unjudged:
+            unlooked[key].append(final.status)
+            asked[key] = []
+        else:
+            asked[key] = [Question(key, None, "Did the agent get this item wrong?",
+                                   says_violated(statuses, final.status), f"{final.status}: {final.note}")]
+    for it in data.items(scored=True):
+        if it.item not in asked:
+            continue
+        for score in it.scores:
+            spec = declared.get(score.name)
+            if spec is None or not spec.subject or spec.subject not in score.labels:
+                continue
+            if spec.statuses is not None and score.status in spec.statuses.unjudged:
+                unlooked[it.item].append(score.status)
+                continue
+            value = str(score.labels[spec.subject])
+            others = ", ".join(f"{k}: {v}" for k, v in score.labels.items() if k != spec.subject)
+            text = f"{_e(spec.subject)} {_e(value)}" + (f" <span class=muted>({_e(others)})</span>" if others else "") \
+                + ": violated?"
+            asked[it.item].append(Question(it.item, (spec.subject, value), text,
+                                           says_violated(spec.statuses, score.status), f"{score.status}: {score.note}"))
+    return asked, unlooked
+
+
+def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> LabelPage:
+    """The labelling page of the run's first ``limit`` items with a judgement to label: an item
+    that never reached a judging step (an invalid scenario) has none, nor has one whose every
+    judgement no judge looked at (the simulated user broke the dialog); such judgements within
+    an item shown are left out too, and counted."""
+    plan = data.plan
+    subjects = sorted({spec.subject for spec in plan.declared_scores().values() if spec.subject})
     every = finals(data)
     outcome = {key: final for key, final in every.items() if outcome_statuses(plan, final) is not None}
-    unjudged = len(every) - len(outcome)
-    keys = list(outcome)[:limit]
+    unreached = len(every) - len(outcome)
+    asked, unlooked = _questions(data, outcome)
+    labelled = [key for key, questions in asked.items() if questions]
+    keys = labelled[:limit]
+    found = LabelPage(html="", items=len(keys), left_out_items=len(asked) - len(labelled),
+                      left_out_rows=sum(len(unlooked[key]) for key in labelled),
+                      left_out_statuses=sorted({s for statuses in unlooked.values() for s in statuses}))
     hidden = {name for name, step in plan.steps.items() if step.kind == "critic"}
+    counts = [f"{len(keys)} of {len(labelled)} items with a judgement to label"]
+    if unreached:
+        counts.append(f"{unreached} never reached a judging step")
+    if found.left_out():
+        counts.append(found.left_out())
     parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Label run {_e(data.run_id)}"
              f"</title><style>{CSS}</style></head><body data-run='{_e(data.run_id)}' "
              f"data-subjects='{_e(json.dumps(subjects))}'>",
@@ -149,30 +230,13 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> str:
              "FILE</code> (the file names this run).</p>",
              "<div id=bar><button id=download>Download labels (CSV)</button> "
              f"<button id=forget>Forget my answers</button> <span id=answered></span> "
-             f"<span class=muted>({len(keys)} of {len(outcome)} judged items"
-             + (f"; {unjudged} never reached a judging step" if unjudged else "") + ")</span></div>"]
+             f"<span class=muted id=counts>({_e('; '.join(counts))})</span></div>"]
     for group in _groups(data, set(keys)):
         key = group[0].item
-        final = outcome[key]
-        statuses = outcome_statuses(plan, final)
-        judge = says_violated(statuses, final.status)
         parts.append(f"<section class=item id='item-{_e(key)}'><h2>{_e(key)}</h2>")
         parts += [_view(data, it, views) for it in group if it.step not in hidden]
-        parts.append(_question(f"{key}|", key, "Did the agent get this item wrong?", judge,
-                               f"{final.status}: {final.note}", unjudged=final.status in statuses.unjudged))
-        for it in group:
-            for score in it.scores:
-                spec = declared.get(score.name)
-                if spec is None or not spec.subject or spec.subject not in score.labels:
-                    continue
-                value = str(score.labels[spec.subject])
-                says = says_violated(spec.statuses, score.status)
-                others = ", ".join(f"{k}: {v}" for k, v in score.labels.items() if k != spec.subject)
-                text = f"{_e(spec.subject)} {_e(value)}" + (f" <span class=muted>({_e(others)})</span>" if others else "") \
-                    + ": violated?"
-                unjudged = spec.statuses is not None and score.status in spec.statuses.unjudged
-                parts.append(_question(f"{key}|{spec.subject}|{value}", key, text, says,
-                                       f"{score.status}: {score.note}", (spec.subject, value), unjudged))
+        parts += [_question(q) for q in asked[key]]
         parts.append("</section>")
     parts.append(f"<script>{SCRIPT}</script></body></html>\n")
-    return "\n".join(parts)
+    found.html = "\n".join(parts)
+    return found

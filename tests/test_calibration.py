@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import html
 import itertools
 import json
 import os
@@ -376,7 +377,8 @@ def test_an_item_no_judge_reached_has_no_question_and_its_label_is_not_judged(ru
     assert runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out)]).exit_code == 0
     page = out.read_text()
     asked = {qid.split("|")[0] for qid in re.findall(r"data-id='([^']+)'", page)}
-    assert asked == {key for key, status in statuses.items() if status != "invalid"}
+    # and a dialog no judge looked at (simulator-error) is not asked about either
+    assert asked == {key for key, status in statuses.items() if status not in ("invalid", "simulator-error")}
     assert f"{len(invalid)} never reached a judging step" in page
     labels = write_labels(tmp_path / "labels.csv", [(invalid[0], "", False), (failed, "", True)])
     result = calibrate(runner, ws, labels, run_id, "--json")
@@ -486,17 +488,40 @@ def test_a_dialog_the_simulated_user_broke_is_left_out_of_agreement_kappa_precis
     assert f"Left out of every figure, as no judge looked (the dialog broke before one could): {links}." in section
 
 
-def test_the_labelling_page_does_not_say_the_judge_found_nothing_where_no_judge_looked(runner, tmp_path, mixed):
-    """It showed 'The judge: not violated' (and marked agreeing answers green) for a dialog the
-    judge never saw."""
-    ws, run_id, statuses, _ = mixed
+def page_questions(page: str) -> list[tuple[str, str, str, str, str]]:
+    """(item, subject column, its value, the judge's answer, as shown) of each question on a
+    labelling page."""
+    return re.findall(r"<div class=question data-id='[^']*' data-item='([^']*)' data-subject='([^']*)' "
+                      r"data-value='([^']*)' data-judge='([^']*)'>.*?The judge: <b class=answer>([^<]+)</b>", page)
+
+
+def test_the_labelling_page_leaves_out_dialogs_no_judge_looked_at_and_says_so(runner, tmp_path, mixed):
+    """simulator-error: the simulated user broke the dialog and no judge saw it. The page asked
+    people to label it ('The judge: no judge looked') and calibrate dropped every answer on it;
+    it also took a place of --limit. Now it is not on the page; the page and the command say
+    how many were left out and why, and every answer the page can give counts in calibrate."""
+    ws, run_id, statuses, final = mixed
+    broken = sorted(key for key, status in statuses.items() if status == "simulator-error")
+    looked = [key for key, status in statuses.items() if status not in ("invalid", "simulator-error")]
+    assert len(broken) >= 2 and looked
     out = tmp_path / "label.html"
-    assert runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out)]).exit_code == 0
-    questions = re.findall(r"<div class=question data-id='([^|]+)\|' .*? data-judge='([^']*)'>.*?"
-                           r"The judge: <b class=answer>([^<]+)</b>", out.read_text())
-    shown = {item: (judge, answer) for item, judge, answer in questions}
-    for item, status in statuses.items():
-        if status == "simulator-error":
-            assert shown[item] == ("", "no judge looked"), item
-        elif status == "fail":
-            assert shown[item] == ("true", "violated"), item
+    result = runner.invoke(cli, ["label", run_id, "--workspace", str(ws), "--out", str(out),
+                                 "--limit", str(len(looked))])
+    assert result.exit_code == 0, result.output
+    said = f"left out: {len(broken)} item(s), no judge looked at (simulator-error: the dialog broke before a judge could see it"
+    assert result.output.splitlines()[1] == f"  {said}; calibrate would count no answer on them)"
+    page = out.read_text()
+    assert html.escape(said, quote=True) in page and "no judge looked</b>" not in page
+    questions = page_questions(page)
+    assert {q[0] for q in questions} == set(looked)  # the broken ones take no place of --limit
+    assert not any(f"id='item-{key}'" in page for key in broken)
+    for item, subject, value, judge, shown in questions:
+        if not subject and statuses[item] == "fail":
+            assert (judge, shown) == ("true", "violated"), item
+    # whatever a person answers on the page, calibrate counts it
+    labels = tmp_path / "labels.csv"
+    labels.write_text("item,policy,violated\n" + "".join(f"{item},{value},true\n" for item, _, value, _, _ in questions))
+    result = calibrate(runner, ws, labels, run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["left_out"] == [] and found["not_judged"] == [] and found["overall"]["n"] == len(questions)

@@ -604,8 +604,10 @@ class RunInputs:
             gates.append(gate)
         return gates
 
-    def run(self, plan: Any, *, until: str | None = None, progress_stream: Any = None) -> Any:
-        """Run ``plan`` (one of :meth:`plan`'s) with the options given."""
+    def run(self, plan: Any, *, until: str | None = None, progress_stream: Any = None,
+            reports: bool = True) -> Any:
+        """Run ``plan`` (one of :meth:`plan`'s) with the options given (``reports`` False: its
+        reports are not written, the caller writes them)."""
         from intellagent.progress import DEFAULT_EVERY
         from intellagent.runner import drive, run_plan
 
@@ -618,7 +620,8 @@ class RunInputs:
                               progress_stream=progress_stream,
                               progress_every=self.options.get("progress_every", DEFAULT_EVERY),
                               quiet=self.options.get("quiet", False),
-                              otel=self.options.get("otel"), started=started))
+                              otel=self.options.get("otel"), started=started,
+                              reports=reports))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

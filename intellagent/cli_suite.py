@@ -42,6 +42,7 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     report's Mutants section). Exit 3 when a run could not finish, else 0."""
     from intellagent.compare import compare
     from intellagent.mutation import mutant_result, mutation_report
+    from intellagent.report import write_reports
 
     inputs = RunInputs(ctx, options)
     registry = inputs.registry
@@ -66,14 +67,18 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
         raise IntellagentError(f"pipeline {plan.name} does not talk to an agent: nothing to mutate",
                                item="--mutants")
     say = (lambda line: None) if as_json else click.echo
-    base = inputs.run(plan)
+    # every run's reports are written at the end, the mutation result in the agent's: a report
+    # folder it may not write then refuses nothing computed
+    base = inputs.run(plan, reports=False)
     say(f"agent as it is: run {base.run_id}: {sum(base.report.outcomes.values())} items ("
         + ", ".join(f"{v} {k}" for k, v in base.report.outcomes.items()) + ")")
     results, unfinished = [], exit_code(base.report) == EXIT_UNFINISHED
+    mutated = []
     for component in components.values():
         mutated_plan = inputs.plan()
         mutated_plan.mutant = component
-        done = inputs.run(mutated_plan)
+        done = inputs.run(mutated_plan, reports=False)
+        mutated.append((mutated_plan, done))
         unfinished |= exit_code(done.report) == EXIT_UNFINISHED
         pair = (base.report, base.data), (done.report, done.data)
         result = mutant_result(component.display_name, getattr(component.value, "description", ""),
@@ -83,8 +88,26 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
         for line in result.details():
             say(f"    {line}")
     found = mutation_report((base.report, base.data), results)
-    inputs.store.update_run_config(base.run_id, mutation=found.model_dump(mode="json"))
-    paths = rewrite_reports(inputs.store, base.run_id, ctx.obj, inputs.workspace)
+    store, workspace = inputs.store, inputs.workspace
+    store.update_run_config(base.run_id, mutation=found.model_dump(mode="json"))
+    paths, refused = [], None
+    report = shlex.join(["intellagent", "report", base.run_id, "--workspace", str(workspace)])
+    report += " --store URL --out DIR" if inputs.options["store_url"] else " --out DIR"
+    instead = ("the runs and the mutation result are kept in the store; write the agent's report, with "
+               f"it, elsewhere: {report}; a mutant's likewise, its run in place of {base.run_id}")
+
+    def folder(run_id: str) -> str:
+        return store.run_config(run_id).get("report_folder") or run_id
+
+    try:  # the result is printed either way, the refusal after it
+        with output_to(workspace / "runs" / folder(base.run_id), None, instead=instead):
+            paths = rewrite_reports(store, base.run_id, ctx.obj, workspace)
+        for mutated_plan, done in mutated:
+            with output_to(workspace / "runs" / folder(done.run_id), None, instead=instead):
+                write_reports(mutated_plan, done.report, done.data, workspace, inputs.registry,
+                              folder=folder(done.run_id))
+    except IntellagentError as exc:
+        refused = exc
     if as_json:
         click.echo(json.dumps({r.mutant: r.model_dump(mode="json", exclude={"mutant"}) for r in results},
                               indent=1, ensure_ascii=False))
@@ -92,6 +115,8 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
         click.echo(found.summary())
         for path in paths:
             click.echo(f"report: {path}")
+    if refused is not None:
+        raise refused
     sys.exit(EXIT_UNFINISHED if unfinished else 0)
 
 

@@ -85,8 +85,10 @@ class Runner:
                  new_report: bool = False, join: str | None = None, name: str = "",
                  gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                  quiet: bool = False, otel: str | None = None,
-                 replay: Recording | None = None, started: float | None = None) -> None:
+                 replay: Recording | None = None, started: float | None = None,
+                 reports: bool = True) -> None:
         self.plan = plan
+        self.reports = reports  # False: the caller writes them (after what it adds to them)
         #: when the work of this run began (the process's start, for a command's first run):
         #: its start up to its first item is recorded for the next estimate
         self.started = started if started is not None else time.time()
@@ -313,7 +315,7 @@ class Runner:
             report, paths, info = None, [], {}
             if self.until is None:
                 report = build_report(self.plan, data, self.info(status), self.store, steps, self.gates)
-                if self.workspace is not None:
+                if self.workspace is not None and self.reports:
                     paths = write_reports(self.plan, report, data, self.workspace, self.registry,
                                           folder=self.report_folder)
                 info = {"info": report.info.model_dump(mode="json")}
@@ -459,16 +461,19 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    progress_stream: Any = None, new_report: bool = False,
                    gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                    quiet: bool = False, otel: str | None = None,
-                   replay: Recording | None = None, started: float | None = None) -> RunResult:
+                   replay: Recording | None = None, started: float | None = None,
+                   reports: bool = True) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
-    ``until`` names a step to stop after. ``started``: when the command began (its process's
-    start), the run's start being measured from it; default: now."""
+    ``until`` names a step to stop after, or ``reports`` is False (the caller writes them).
+    ``started``: when the command began (its process's start), the run's start being measured
+    from it; default: now."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report, gates=gates, progress_every=progress_every,
-                    quiet=quiet, otel=otel, replay=replay, started=started)
+                    quiet=quiet, otel=otel, replay=replay, started=started,
+                    reports=reports)
     with batch_collector():
         return await runner.run()
 

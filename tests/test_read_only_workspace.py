@@ -10,6 +10,7 @@ import contextlib
 import csv
 import hashlib
 import json
+import re
 import shlex
 import shutil
 import sqlite3
@@ -230,3 +231,47 @@ def test_calibrate_on_a_store_it_may_write_beside_reports_it_may_not_prints_its_
     written = json.loads((tmp_path / "out" / "report.json").read_text())
     assert written["info"]["run_id"] == latest and written["calibration"]["overall"]["n"] == n
     assert "id=calibration" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_mutate_on_a_store_it_may_write_beside_reports_it_may_not_prints_its_result_and_says_what_to_do(
+        made, tmp_path):
+    """The store writable, runs/ not: mutate ran the agent and its mutants, then failed as
+    '.../runs/RUN: Permission denied' with nothing printed, the agent's run marked failed and
+    the mutation result never kept. Now every run and the result are kept in the store, the
+    result is printed (terminal or --json), then one line saying what to do, exit 2; the
+    command it names writes the agent's report with its Mutants section."""
+    ws = tmp_path / "ws"
+    shutil.copytree(made, ws)
+    before = sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*"))
+    runs_before = run_ids(ws)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    mutate = ["mutate", "education", "--events", "2", "--seed", "1", "--mutants", "refuse-all", "--workspace", ws]
+    with read_only(ws / "runs"):
+        text, as_json = invoke([mutate, [*mutate, "--json"]], unwritable=[ws / "runs"], tmp=scratch)
+    made_here = [run for run in run_ids(ws) if run not in runs_before]
+    assert len(made_here) == 4  # each command: the agent's run and the mutant's
+    agent = re.search(r"^agent as it is: run (\S+):", text.stdout, re.M).group(1)
+    json_agent = re.search(r"report (\S+) --workspace", as_json.stderr).group(1)
+    assert agent in made_here and json_agent in made_here and agent != json_agent
+    for result, run in ((text, agent), (as_json, json_agent)):
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        # the runs' progress tables above it on stderr, as ever; then one line
+        [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        assert result.stderr.strip().splitlines()[-1] == error
+        assert error.startswith(f"error: {ws / 'runs' / run}: cannot write here (Permission denied): the runs "
+                                "and the mutation result are kept in the store; write the agent's report, with "
+                                f"it, elsewhere: intellagent report {run} --workspace {ws} --out DIR"), error
+    assert "  refuse-all: " in text.stdout and "mutation score: " in text.stdout
+    assert "refuse-all" in json.loads(as_json.stdout)  # the result, whole, before the refusal
+    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        statuses = dict(conn.execute("SELECT id, status FROM runs"))
+    assert all(statuses[run] == "done" for run in made_here), statuses
+
+    command = text.stderr.strip().partition("elsewhere: ")[2].partition("; ")[0].replace("DIR", str(tmp_path / "out"))
+    result = CliRunner().invoke(cli, shlex.split(command)[1:])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert written["info"]["run_id"] == agent and "refuse-all" in json.dumps(written["mutation"])
+    assert "refuse-all" in (tmp_path / "out" / "report.html").read_text()

@@ -6,13 +6,18 @@ run, ``E0004``), ``violated`` (true or false) and, for a judgement of one thing 
 a column named as the label that score declares as its subject (``policy: P3``); that column
 left empty means the item's own outcome; ``run``, where given (the labelling page writes it),
 is the run the dialogs were read in, and no other run is calibrated with them (its item ids
-are the same, its dialogs are not); a judgement labelled twice (by one ``labeller``) is
-refused, as it would count double. The judge's side of a row: a status its step or score
+are the same, its dialogs are not); a judgement labelled twice by one labeller is refused, as
+it would count double. The judge's side of a row: a status its step or score
 declares as failed is "violated"; passed and other statuses are not; an item or score that could
 not finish, or an item that never reached a judging step (a critic), is left out (listed as not
 judged); so is a status its step declares ``unjudged`` (no judge looked: the simulated user
 broke the dialog), named with its status: read as "not violated" it would count people's
 "violated" as the judge's miss, and their "not violated" as agreement, on a dialog no judge saw.
+
+Several labellers (files given together, or a ``labeller`` column; a file without one is one
+person, named by its stem): the judge is compared with people's majority per judgement (an even
+split left out, as ``ties``), and people with one another over the judgements all of them
+labelled (Cohen's kappa for two, Fleiss' kappa for more).
 
 Per group (the matched score's ``--by`` label, a rule's category; item outcomes in a group of
 their own) and overall: agreement with its 95 % Wilson interval, Cohen's kappa with the 95 %
@@ -32,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 from intellagent.errors import IntellagentError, listed
 from intellagent.metrics import Z95, Rate, wilson
@@ -40,7 +45,10 @@ from intellagent.results import finals
 from intellagent.yamlio import _read_text, json_lines
 
 MAX_LABEL_BYTES = 50_000_000  # a labels file larger than this is refused
-MAX_LABELS = 200_000  # rows of one labels file
+MAX_LABELS = 200_000  # rows of one labels file, and of all the files given at once
+MAX_LABEL_FILES = 20  # --labels given at most this often
+MAX_LABELLERS = 100  # people in one calibration
+MAX_LABELLER_NAME = 100  # characters of a labeller's name
 ITEM_GROUP = "(item outcome)"
 IGNORED = ("note", "comment", "labeller")  # columns people add that say nothing to compare
 INTERVALS = ("agreement: 95 % Wilson score interval; Cohen's kappa: 95 % normal interval from its "
@@ -62,6 +70,12 @@ class Label:
     subject: tuple[str, str] | None  # (label, value): the thing judged within the item
     violated: bool
     run: str = ""  # the run it was labelled on, when the file says
+    labeller: str = ""  # who: the file's labeller column, else the file's stem
+    path: Path | None = None  # the file it is in
+
+    @property
+    def judgement(self) -> tuple[str, tuple[str, str] | None]:
+        return self.item, self.subject
 
 
 class Confusion(BaseModel):
@@ -144,6 +158,81 @@ def kappa_and_error(c: Confusion) -> tuple[float | None, float]:
     c2 = (kappa - chance * (1 - kappa)) ** 2
     variance = max(0.0, a + b - c2) / (n * (1 - chance) ** 2)
     return kappa, math.sqrt(variance)
+
+
+def fleiss_kappa(counts: list[list[int]]) -> float | None:
+    """Fleiss' kappa (Fleiss 1971): ``counts[i][j]``, how many raters put subject i in category
+    j, every subject rated by as many; None when chance agreement is total (every rating in one
+    category)."""
+    raters = sum(counts[0])
+    if raters < 2 or any(sum(row) != raters for row in counts):
+        raise ValueError("every subject needs the same number of raters, two or more")
+    n = len(counts)
+    shares = [sum(row[j] for row in counts) / (n * raters) for j in range(len(counts[0]))]
+    observed = sum((sum(c * c for c in row) - raters) / (raters * (raters - 1)) for row in counts) / n
+    chance = sum(p * p for p in shares)
+    if chance >= 1.0:
+        return None
+    return (observed - chance) / (1 - chance)
+
+
+class PeopleAgreement(BaseModel):
+    """How the labellers agree among themselves, over the judgements every one of them labelled
+    (those compared with the judge, a tie among people included)."""
+
+    labellers: list[str] = Field(default_factory=list)
+    n: int = Field(default=0, description="Judgements every labeller labelled.")
+    statistic: str = Field(default="", description="Cohen's kappa (two labellers) or Fleiss' kappa "
+                           "(three or more).")
+    kappa: float | None = Field(default=None, description="None when chance agreement is total (every "
+                                "answer the same) or nothing was labelled by all.")
+    kappa_low: float | None = Field(default=None, description="Cohen's kappa's 95 % interval (as the "
+                                    "judge's); Fleiss' kappa has none here.")
+    kappa_high: float | None = None
+    kappa_note: str = ""
+    agreement: float | None = Field(default=None, description="The share of pairs of answers that agree "
+                                    "(two labellers: of the judgements).")
+
+    @classmethod
+    def of(cls, labellers: list[str], answers: list[list[bool]]) -> "PeopleAgreement":
+        """``answers``: per judgement, each labeller's violated, in ``labellers``' order."""
+        two = len(labellers) == 2
+        out = cls(labellers=labellers, n=len(answers), statistic="Cohen's kappa" if two else "Fleiss' kappa")
+        if not answers:
+            return out
+        if two:
+            c = Confusion()
+            for a, b in answers:
+                field = ("both" if b else "judge_only") if a else ("people_only" if b else "neither")
+                setattr(c, field, getattr(c, field) + 1)
+            found = Agreement.of(c)
+            out.kappa, out.kappa_low, out.kappa_high = found.kappa, found.kappa_low, found.kappa_high
+            constant = [name for name, said in zip(labellers, (c.both + c.judge_only, c.both + c.people_only))
+                        if said in (0, c.n)]
+            out.kappa_note = (f"interval undefined: {' and '.join(constant)} gave one answer throughout"
+                              if constant and found.kappa is not None else found.kappa_note)
+            out.agreement = found.agreement
+            return out
+        m = len(labellers)
+        counts = [[sum(row), m - sum(row)] for row in answers]
+        kappa = fleiss_kappa(counts)
+        out.kappa = None if kappa is None else round(kappa, 4) + 0.0
+        pairs = sum((c * (c - 1) + (m - c) * (m - c - 1)) / (m * (m - 1)) for c, _ in counts)
+        out.agreement = round(pairs / len(counts), 4)
+        return out
+
+    def text(self) -> str:
+        who = f"{len(self.labellers)} labellers ({listed(self.labellers, 10)})"
+        if not self.n:
+            return f"people among themselves, {who}: no judgement labelled by every one of them"
+        if self.kappa is None:
+            kappa = "κ –"
+        elif self.kappa_low is not None and self.kappa_high is not None:
+            kappa = f"κ {self.kappa:.2f} [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
+        else:
+            kappa = f"κ {self.kappa:.2f}" + (f" ({self.kappa_note})" if self.kappa_note else "")
+        return (f"people among themselves, {who}: {self.statistic} {kappa}, agreement {self.agreement:.0%}, "
+                f"n={self.n} (the judgements every one of them labelled)")
 
 
 def _natural(text: str) -> list[Any]:
@@ -299,12 +388,36 @@ class CalibrationReport(BaseModel):
     precision_recall: PrecisionRecall = Field(default_factory=PrecisionRecall, description="The "
                                               "judge's precision and recall on 'violated', overall and "
                                               "per thing judged.")
+    # several labellers (absent with one: its output is as it was)
+    labellers: list[str] = Field(default_factory=list, description="With two labellers or more: who "
+                                 "(a file's labeller column, else its name's stem). Every figure above "
+                                 "then compares the judge with people's majority per judgement.")
+    judgements: int = Field(default=0, description="With several labellers: the judgements labelled "
+                            "(each counted once, however many labelled it).")
+    ties: list[str] = Field(default_factory=list, description="With several labellers: judgements "
+                            "left out of the judge's figures as people split evenly (item or item/subject).")
+    people: PeopleAgreement | None = Field(default=None, description="With several labellers: how "
+                                           "they agree among themselves.")
+
+    @model_serializer(mode="wrap")
+    def _one_labeller_as_ever(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if not self.labellers:  # one labeller: its JSON is what it was
+            for key in ("labellers", "judgements", "ties", "people"):
+                out.pop(key, None)
+        return out
 
     def summary(self) -> str:
-        skipped = f"; {len(self.not_judged)} row(s) the judge could not decide" if self.not_judged else ""
+        rows = "judgement(s)" if self.labellers else "row(s)"
+        skipped = f"; {len(self.not_judged)} {rows} the judge could not decide" if self.not_judged else ""
         if self.left_out:
-            skipped += f"; {len(self.left_out)} row(s) left out, as no judge looked"
-        return f"judges against {self.rows} people's label(s): {self.overall.text()}{skipped}"
+            skipped += f"; {len(self.left_out)} {rows} left out, as no judge looked"
+        if not self.labellers:
+            return f"judges against {self.rows} people's label(s): {self.overall.text()}{skipped}"
+        if self.ties:
+            skipped += f"; {len(self.ties)} tie(s) among people left out"
+        return (f"judges against the majority of {len(self.labellers)} labellers ({self.rows} label(s) on "
+                f"{self.judgements} judgement(s)): {self.overall.text()}{skipped}")
 
 
 def _violated(text: Any, where: str) -> bool:
@@ -373,12 +486,14 @@ def labelled_run(rows: Rows) -> tuple[str, int] | None:
     return next(((_run_of(row), line) for line, row in rows if _run_of(row)), None)
 
 
-def read_labels(path: Path, subjects: set[str], rows: Rows | None = None) -> list[Label]:
+def read_labels(path: Path, subjects: set[str], rows: Rows | None = None,
+                seen: dict[tuple[str, Any, str], tuple[Path, int]] | None = None) -> list[Label]:
     """The labels in ``path`` (its ``rows``, when read already). ``subjects``: the labels the
     run's scores declare as their subject; a column naming one picks the score of that thing
-    within the item."""
+    within the item. A row's labeller is its ``labeller`` column, else the file's stem; ``seen``:
+    the judgements each labeller labelled in the files read before, a second label refused."""
     labels = []
-    seen: dict[tuple[str, Any, str], int] = {}  # (item, subject, labeller) → its line
+    seen = {} if seen is None else seen  # (item, subject, labeller) → its file and line
     for line, row in label_rows(path) if rows is None else rows:
         item = str(row.get("item") or "").strip()
         if not item:
@@ -398,14 +513,35 @@ def read_labels(path: Path, subjects: set[str], rows: Rows | None = None) -> lis
             raise IntellagentError(f"a row judges one thing: {', '.join(k for k, _ in named)} given",
                                    file=path, line=line)
         subject = named[0] if named else None
-        labeller = str(row.get("labeller") or "").strip()
-        first = seen.setdefault((item, subject, labeller), line)
-        if first != line:  # counted twice, one judgement would weigh double and narrow the intervals
+        column = " ".join(str(row.get("labeller") or "").split())
+        if len(column) > MAX_LABELLER_NAME:
+            raise IntellagentError(f"a labeller's name of {len(column)} characters: at most {MAX_LABELLER_NAME}",
+                                   file=path, line=line)
+        labeller = column or path.stem
+        first = seen.setdefault((item, subject, labeller), (path, line))
+        if first != (path, line):  # counted twice, one judgement would weigh double and narrow the intervals
             what = f"{subject[0]} {subject[1]}" if subject else "its outcome"
-            by = f" by labeller '{labeller}'" if labeller else ""
-            raise IntellagentError(f"item '{item}' ({what}) is labelled already{by}, at line {first}: one "
+            by = f" by labeller '{labeller}'" if column or first[0] != path else ""
+            at = f"line {first[1]}" if first[0] == path else f"{first[0]}:{first[1]}"
+            raise IntellagentError(f"item '{item}' ({what}) is labelled already{by}, at {at}: one "
                                    "row per judgement (several people: a labeller column)", file=path, line=line)
-        labels.append(Label(line=line, item=item, subject=subject, violated=violated, run=_run_of(row)))
+        labels.append(Label(line=line, item=item, subject=subject, violated=violated, run=_run_of(row),
+                            labeller=labeller, path=path))
+    return labels
+
+
+def read_all_labels(files: dict[Path, Rows], subjects: set[str]) -> list[Label]:
+    """The labels of every file (``files``: each file's rows): ``MAX_LABELLERS`` people at
+    most; a judgement one labeller labelled twice, in one file or two, is refused."""
+    seen: dict[tuple[str, Any, str], tuple[Path, int]] = {}
+    labels: list[Label] = []
+    labellers: set[str] = set()
+    for path, rows in files.items():
+        for label in read_labels(path, subjects, rows, seen):
+            labellers.add(label.labeller)
+            if len(labellers) > MAX_LABELLERS:
+                raise IntellagentError(f"more than {MAX_LABELLERS} labellers", file=path, line=label.line)
+            labels.append(label)
     return labels
 
 
@@ -442,9 +578,12 @@ def _group_value(value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") -> CalibrationReport:
+def calibrate(data: Any, labels: list[Label], path: Path | list[Path], by: str = "category") -> CalibrationReport:
     """The agreement between the judgements of run ``data`` and people's ``labels`` (read from
-    ``path``, which errors name)."""
+    ``path``, the files errors name where a label does not say). With two labellers or more,
+    the judge is compared with people's majority per judgement (a tie left out, and named), and
+    the people with one another."""
+    paths = path if isinstance(path, list) else [path]
     plan = data.plan
     declared = plan.declared_scores()
     subjects = subjects_of(plan)
@@ -459,19 +598,28 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
     if used and by not in groupable:  # a typo would put every judgement in one group, '(no ...)'
         raise IntellagentError(f"the scores the labels name have no label '{by}' to group by (theirs: "
                                f"{', '.join(groupable) or 'none'})", item="--by")
+    labellers = list(dict.fromkeys(label.labeller for label in labels))
+    several = len(labellers) > 1
+    votes: dict[tuple[str, Any], list[Label]] = {}  # each judgement's labels, in the files' order
+    for label in labels:
+        votes.setdefault(label.judgement, []).append(label)
     tables: dict[str, Confusion] = {}
     overall = Confusion()
     not_judged = []
     compared: list[tuple[str, str, str, str]] = []  # (thing, item, item/subject, confusion field)
-    left_out = []
-    for label in labels:
-        if label.run and label.run != data.run_id:
-            raise IntellagentError(f"labelled on run {label.run}, not on run {data.run_id}: its items are "
-                                   f"other dialogs (intellagent calibrate {label.run} --labels ...)",
-                                   file=path, line=label.line)
+    left_out, ties = [], []
+    among: list[list[bool]] = []  # per judgement compared that every labeller labelled: their answers
+    for said in votes.values():
+        label = said[0]
+        for one in said:
+            if one.run and one.run != data.run_id:
+                raise IntellagentError(f"labelled on run {one.run}, not on run {data.run_id}: its items are "
+                                       f"other dialogs (intellagent calibrate {one.run} --labels ...)",
+                                       file=one.path or paths[0], line=one.line)
+        where_file = label.path or paths[0]
         final = outcome.get(label.item)
         if final is None:
-            raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=path, line=label.line)
+            raise IntellagentError(f"no item '{label.item}' in run {data.run_id}", file=where_file, line=label.line)
         where = label.item + (f"/{label.subject[1]}" if label.subject else "")
         if label.subject is None:
             statuses, status = outcome_statuses(plan, final), final.status
@@ -482,7 +630,7 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
                           and _group_value(s.labels.get(name)) == value), None)
             if score is None:
                 raise IntellagentError(f"item '{label.item}' has no score for {name} '{value}' in run "
-                                       f"{data.run_id}", file=path, line=label.line)
+                                       f"{data.run_id}", file=where_file, line=label.line)
             spec = declared.get(score.name)
             statuses, status = (spec.statuses if spec is not None else None), score.status
             group = _group_value(score.labels[by]) if by in score.labels else f"(no {by})"
@@ -494,12 +642,24 @@ def calibrate(data: Any, labels: list[Label], path: Path, by: str = "category") 
         if status in statuses.unjudged:  # not the judge's "not violated": no judge looked
             left_out.append(f"{where} ({status})")
             continue
-        field = ("both" if label.violated else "judge_only") if judge else \
-            ("people_only" if label.violated else "neither")
+        if several and len(said) == len(labellers):
+            by_labeller = {one.labeller: one.violated for one in said}
+            among.append([by_labeller[name] for name in labellers])
+        yes = sum(one.violated for one in said)
+        if 2 * yes == len(said):  # people split evenly: no majority to hold the judge to
+            ties.append(where)
+            continue
+        violated = 2 * yes > len(said)
+        field = ("both" if violated else "judge_only") if judge else \
+            ("people_only" if violated else "neither")
         for table in (overall, tables.setdefault(group, Confusion())):
             setattr(table, field, getattr(table, field) + 1)
         compared.append((thing, label.item, where, field))
-    return CalibrationReport(run_id=data.run_id, labels_file=str(path), rows=len(labels),
-                             not_judged=not_judged, left_out=left_out, by=by, overall=Agreement.of(overall),
-                             groups={g: Agreement.of(tables[g]) for g in sorted(tables)},
-                             precision_recall=PrecisionRecall.of(compared))
+    found = CalibrationReport(run_id=data.run_id, labels_file=", ".join(map(str, paths)), rows=len(labels),
+                              not_judged=not_judged, left_out=left_out, by=by, overall=Agreement.of(overall),
+                              groups={g: Agreement.of(tables[g]) for g in sorted(tables)},
+                              precision_recall=PrecisionRecall.of(compared))
+    if several:
+        found.labellers, found.judgements, found.ties = labellers, len(votes), ties
+        found.people = PeopleAgreement.of(labellers, among)
+    return found

@@ -126,10 +126,11 @@ WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), 
 
 @click.command()
 @click.argument("run", required=False)
-@click.option("--labels", "labels_path", type=click.Path(path_type=Path), required=True,
+@click.option("--labels", "labels_paths", type=click.Path(path_type=Path), required=True, multiple=True,
               help="People's labels: CSV or JSONL with item, violated (true/false) and the subject "
                    "column its judges declare (a rule's id), empty for the item's own outcome; run "
-                   "(optional): the run they were made on.")
+                   "(optional): the run they were made on; labeller (optional; else the file's stem). "
+                   "Given again for more people's files (at most 20).")
 @click.option("--by", default="category", show_default=True, help="The score label to group by.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (overall.kappa, "
               "overall.agreement, overall.n, every group).")
@@ -139,8 +140,8 @@ WORKSPACE_OPTION = click.option("--workspace", type=click.Path(path_type=Path), 
 @WORKSPACE_OPTION
 @STORE_OPTION
 @click.pass_obj
-def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json: bool, print_only: bool,
-              workspace: Path, store_url: str | None) -> None:
+def calibrate(obj: Context, run: str | None, labels_paths: tuple[Path, ...], by: str, as_json: bool,
+              print_only: bool, workspace: Path, store_url: str | None) -> None:
     """How RUN's judges agree with people's labels: agreement (95 % Wilson interval), Cohen's
     kappa (95 % interval from its large-sample standard error) and the confusion counts, overall
     and per group (a rule's category; the items' own outcomes apart); the judge's precision and
@@ -149,9 +150,12 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
     whose status says no judge looked is left out of every figure, counted and named. RUN:
     by default the run the labels name (the labelling page's download does), else the latest.
     Kept with the run (unless --print-only): its reports are written again with a Judges against
-    people's labels section."""
+    people's labels section. Two labellers or more (--labels again, or a labeller column): the
+    judge against people's majority per judgement (ties left out, counted), and people's
+    agreement among themselves (Cohen's kappa for two, Fleiss' kappa for more)."""
+    from intellagent.calibration import MAX_LABEL_FILES, MAX_LABELS
     from intellagent.calibration import calibrate as agreement
-    from intellagent.calibration import label_rows, labelled_run, read_labels, subjects_of
+    from intellagent.calibration import label_rows, labelled_run, read_all_labels, subjects_of
     from intellagent.report import load_run
     from intellagent.store import ReadOnlyStore, open_existing
 
@@ -160,19 +164,29 @@ def calibrate(obj: Context, run: str | None, labels_path: Path, by: str, as_json
     except ReadOnlyStore as exc:
         raise exc.instead("calibrate keeps its result with the run; give --print-only to print "
                           "it and keep nothing") from None
-    rows = label_rows(labels_path)
-    named = None if run else labelled_run(rows)
+    if len(labels_paths) > MAX_LABEL_FILES:
+        raise IntellagentError(f"{len(labels_paths)} labels files: at most {MAX_LABEL_FILES}", item="--labels")
+    files, total = {}, 0
+    for path in labels_paths:
+        if path in files:
+            raise IntellagentError(f"{path} given twice", item="--labels")
+        files[path] = label_rows(path)
+        total += len(files[path])
+        if total > MAX_LABELS:
+            raise IntellagentError(f"more than {MAX_LABELS} labels in all", item="--labels")
+    named = None if run else next(((path, *found) for path, rows in files.items()
+                                   if (found := labelled_run(rows)) is not None), None)
     if named is None:
         run_id = store.resolve_run(run or "latest")
     else:
         try:
-            run_id = store.resolve_run(named[0])
+            run_id = store.resolve_run(named[1])
         except IntellagentError:
-            raise IntellagentError(f"labelled on run {named[0]}, which this workspace does not have "
-                                   "(--workspace, --store)", file=labels_path, line=named[1]) from None
+            raise IntellagentError(f"labelled on run {named[1]}, which this workspace does not have "
+                                   "(--workspace, --store)", file=named[0], line=named[2]) from None
     plan, _, data = load_run(store, run_id, obj.registry)
-    labels = read_labels(labels_path, set(subjects_of(plan)), rows)
-    found = agreement(data, labels, labels_path, by)
+    labels = read_all_labels(files, set(subjects_of(plan)))
+    found = agreement(data, labels, list(files) if len(files) > 1 else labels_paths[0], by)
     paths, refused = [], None
     if not print_only:
         store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
@@ -203,6 +217,10 @@ def show_calibration(found: Any, run_id: str, paths: list[Path]) -> None:
                    f"{c.judge_only}, only people {c.people_only}, neither {c.neither}")
     if found.left_out:
         click.echo(f"  left out of every figure, as no judge looked: {listed(found.left_out, 10)}")
+    if found.ties:
+        click.echo(f"  left out of the judge's figures, as people split evenly: {listed(found.ties, 10)}")
+    if found.people is not None:
+        click.echo(f"  {found.people.text()}")
     click.echo(f"  ({found.intervals})")
     for line in found.precision_recall.lines():
         click.echo(line)

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from intellagent.calibration import outcome_statuses, says_violated
+from intellagent.calibration import MAX_LABELLER_NAME, outcome_statuses, says_violated
 from intellagent.results import RunData, RunItem, finals
 
 MAX_ITEMS = 5000  # items one page may hold
@@ -48,12 +48,16 @@ function count() {
   document.getElementById('answered').textContent = Object.keys(answers).length + ' of ' + total + ' answered';
 }
 function field(text) { return /[",\\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text; }
+const who = document.getElementById('labeller'), NAME = KEY + '-labeller';
+who.value = localStorage.getItem(NAME) || '';
+who.addEventListener('input', () => { localStorage.setItem(NAME, who.value); document.getElementById('need-name').hidden = true; });
+function labeller() { return who.value.trim().split(/\\s+/).join(' '); }
 function csv() {
-  const lines = [['item', ...subjects, 'violated', 'run'].join(',')];
+  const lines = [['item', ...subjects, 'violated', 'run', 'labeller'].join(',')];
   document.querySelectorAll('.question').forEach(q => {
     const said = answers[q.dataset.id];
     if (said === undefined) return;
-    const row = [q.dataset.item, ...subjects.map(s => s === q.dataset.subject ? q.dataset.value : ''), String(said), RUN];
+    const row = [q.dataset.item, ...subjects.map(s => s === q.dataset.subject ? q.dataset.value : ''), String(said), RUN, labeller()];
     lines.push(row.map(field).join(','));
   });
   return lines.join('\\n') + '\\n';
@@ -67,9 +71,10 @@ document.querySelectorAll('.question').forEach(q => {
   reveal(q);
 });
 document.getElementById('download').addEventListener('click', () => {
+  if (!labeller()) { document.getElementById('need-name').hidden = false; who.focus(); return; }
   const link = document.createElement('a');
   link.href = URL.createObjectURL(new Blob([csv()], {type: 'text/csv'}));
-  link.download = 'labels-' + RUN + '.csv';
+  link.download = 'labels-' + RUN + '-' + labeller().replace(/[^A-Za-z0-9._-]+/g, '_') + '.csv';
   document.body.appendChild(link); link.click(); link.remove();
 });
 document.getElementById('forget').addEventListener('click', () => {
@@ -226,9 +231,13 @@ def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> LabelPag
              f"data-subjects='{_e(json.dumps(subjects))}'>",
              f"<h1>Label run {_e(data.run_id)}</h1><p>For each dialog, answer every question as you "
              "read it: did the agent get it wrong? The judge's answer shows once you have answered. "
-             "Download your answers and give them to <code>intellagent calibrate --labels "
-             "FILE</code> (the file names this run).</p>",
-             "<div id=bar><button id=download>Download labels (CSV)</button> "
+             "Give your name, download your answers and give them to <code>intellagent calibrate "
+             "--labels FILE</code> (the file names this run and you; several people's files: "
+             "<code>--labels</code> again for each).</p>",
+             f"<div id=bar><label>Your name <input id=labeller maxlength={MAX_LABELLER_NAME} "
+             "autocomplete=name required></label> <button id=download>Download labels (CSV)</button> "
+             "<span id=need-name class=disagree hidden>your name first: it tells your labels from "
+             "other people's</span> "
              f"<button id=forget>Forget my answers</button> <span id=answered></span> "
              f"<span class=muted id=counts>({_e('; '.join(counts))})</span></div>"]
     for group in _groups(data, set(keys)):

@@ -260,12 +260,17 @@ def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(
                                 "q.querySelector(`input[value=${(q.dataset.judge === 'true') !== (i === 0)}]`).click())")
             after = await page.evaluate("[...document.querySelectorAll('.judge')].map(j => j.offsetParent !== null)")
             answered = await page.evaluate("document.getElementById('answered').textContent")
+            await page.evaluate("document.getElementById('download').click()")  # no name yet: nothing
+            await asyncio.sleep(0.5)
+            unnamed = {"files": list(downloads.glob("*")), "told": await page.visible("#need-name")}
+            await page.type("#labeller", "  Ann  Lee ")
             await page.evaluate("document.getElementById('download').click()")
             for _ in range(100):
                 if list(downloads.glob("*.csv")):
                     break
                 await asyncio.sleep(0.1)
-            return {"questions": questions, "transcripts": transcripts, "after": after, "answered": answered}
+            return {"questions": questions, "transcripts": transcripts, "after": after, "answered": answered,
+                    "unnamed": unnamed}
 
     seen = asyncio.run(label())
     questions = seen["questions"]
@@ -273,11 +278,12 @@ def test_the_labelling_page_hides_the_judge_until_answered_and_downloads_labels(
     assert all(q["hidden"] and not q["shown"] for q in questions)  # the judge is hidden at first
     assert all(seen["after"]) and seen["answered"] == f"{len(rows)} of {len(rows)} answered"
     assert seen["transcripts"] >= 8  # the dialogs are on the page
+    assert seen["unnamed"]["files"] == [] and seen["unnamed"]["told"]  # a name first
     [download] = downloads.glob("*.csv")
-    assert download.name == f"labels-{run_id}.csv"
+    assert download.name == f"labels-{run_id}-Ann_Lee.csv"
     lines = download.read_text().splitlines()
-    assert lines[0] == "item,policy,violated,run" and len(lines) == len(rows) + 1
-    assert all(line.endswith(f",{run_id}") for line in lines[1:])  # made on this run's dialogs
+    assert lines[0] == "item,policy,violated,run,labeller" and len(lines) == len(rows) + 1
+    assert all(line.endswith(f",{run_id},Ann Lee") for line in lines[1:])  # made on this run's dialogs, by Ann
     result = calibrate(runner, ws, download, "--json")  # the run it names
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
@@ -340,17 +346,173 @@ def test_a_constant_labeller_shows_kappa_without_an_interval_everywhere(runner, 
     assert "0.00 <span class=muted>(interval undefined: people gave one answer throughout)</span>" in page
 
 
-def test_each_labeller_counts_once_per_judgement(runner, tmp_path, judged):
-    """Two people labelling one judgement are two rows, told apart by the labeller column."""
+def write_people(path: Path, answers: dict[str, dict[int, bool]], rows: list, column: bool = True) -> Path:
+    """A labels file of several people: ``answers`` per labeller, each row of ``rows`` (by
+    index) they labelled and what they said; without ``column``, one person's file with no
+    labeller column."""
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(["item", "policy", "violated", *(["labeller"] if column else [])])
+        for name, said in answers.items():
+            out.writerows([rows[i][0], rows[i][1], str(v).lower(), *([name] if column else [])]
+                          for i, v in said.items())
+    return path
+
+
+def majority_confusion(judge: list[bool], people: list[list[bool]]) -> tuple[dict[str, int], list[int]]:
+    """The judge against people's majority, by hand: the confusion counts and the ties' rows."""
+    counts = {"both": 0, "judge_only": 0, "people_only": 0, "neither": 0}
+    ties = []
+    for i, (says, said) in enumerate(zip(judge, people)):
+        yes, no = said.count(True), said.count(False)
+        if yes == no:
+            ties.append(i)
+            continue
+        violated = yes > no
+        counts["both" if says and violated else "judge_only" if says else "people_only" if violated
+               else "neither"] += 1
+    return counts, ties
+
+
+def test_two_labellers_agree_by_cohens_kappa_and_the_judge_meets_their_majority(runner, tmp_path, judged):
+    """Two people's files (one without a labeller column: named by its stem): their agreement
+    over the judgements both labelled, Cohen's kappa written out; the judge against their
+    majority per judgement, an even split left out and named. One labeller counted each row."""
     ws, run_id, rows = judged
-    item, policy, violated, _ = rows[0]
-    path = tmp_path / "labels.csv"
-    path.write_text("item,policy,violated,labeller\n"
-                    f"{item},{policy},{str(violated).lower()},ann\n{item},{policy},{str(not violated).lower()},bob\n")
-    result = calibrate(runner, ws, path, run_id, "--json")
+    judge = [r[2] for r in rows]
+    n = len(rows)
+    ann = {i: judge[i] != (i in (0, 3)) for i in range(n)}  # every row
+    bob = {i: judge[i] != (i in (1, 2, 3)) for i in range(n - 2)}  # all but the last two
+    result = calibrate(runner, ws, write_people(tmp_path / "ann.csv", {"x": ann}, rows, column=False), run_id,
+                       "--labels", str(write_people(tmp_path / "more.csv", {"bob": bob}, rows)), "--json")
     assert result.exit_code == 0, result.output
-    found = json.loads(result.stdout)["overall"]
-    assert found["n"] == 2 and found["agreement"] == 0.5
+    found = json.loads(result.stdout)
+    assert found["labellers"] == ["ann", "bob"] and found["rows"] == 2 * n - 2 and found["judgements"] == n
+
+    # people among themselves: the n - 2 judgements both labelled, Cohen's kappa by hand
+    both = [(ann[i], bob[i]) for i in range(n - 2)]
+    m = len(both)
+    p_o = sum(a == b for a, b in both) / m
+    ann_yes, bob_yes = sum(a for a, _ in both) / m, sum(b for _, b in both) / m
+    p_e = ann_yes * bob_yes + (1 - ann_yes) * (1 - bob_yes)
+    people = found["people"]
+    assert people["n"] == m and people["statistic"] == "Cohen's kappa" and people["labellers"] == ["ann", "bob"]
+    assert people["kappa"] == round((p_o - p_e) / (1 - p_e), 4) and people["agreement"] == round(p_o, 4)
+    assert people["kappa_low"] < people["kappa"] < people["kappa_high"]
+
+    # the judge against the majority: rows 0, 1, 2 split evenly; row 3 both say otherwise
+    counts, ties = majority_confusion(judge, [[ann[i]] + ([bob[i]] if i in bob else []) for i in range(n)])
+    assert ties == [0, 1, 2]
+    assert found["overall"]["confusion"] == counts and found["overall"]["n"] == n - 3
+    assert found["ties"] == [rows[i][0] + (f"/{rows[i][1]}" if rows[i][1] else "") for i in ties]
+    assert found["precision_recall"]["overall"]["n"] == n - 3
+
+    text = calibrate(runner, ws, tmp_path / "ann.csv", run_id, "--labels", str(tmp_path / "more.csv")).stdout
+    assert text.startswith(f"run {run_id}: judges against the majority of 2 labellers ({2 * n - 2} label(s) on "
+                           f"{n} judgement(s)): agreement ")
+    assert "; 3 tie(s) among people left out" in text.splitlines()[0]
+    assert "  left out of the judge's figures, as people split evenly: " in text
+    assert f"  people among themselves, 2 labellers (ann, bob): Cohen's kappa κ {people['kappa']:.2f} [" in text
+    assert f"n={m} (the judgements every one of them labelled)" in text
+    report = read_report(ws / "runs" / run_id / "report.json")
+    assert report["calibration"]["people"]["kappa"] == people["kappa"]
+    page = (ws / "runs" / run_id / "report.html").read_text()
+    assert "people among themselves, 2 labellers (ann, bob): Cohen&#x27;s kappa" in page
+
+
+def test_three_labellers_agree_by_fleiss_kappa_over_what_all_labelled(runner, tmp_path, judged):
+    """Three people in one file (a labeller column): Fleiss' kappa written out over the
+    judgements all three labelled; the judge against the majority of those who labelled each."""
+    ws, run_id, rows = judged
+    judge = [r[2] for r in rows]
+    n = len(rows)
+    answers = {"ann": {i: judge[i] for i in range(n)},
+               "bob": {i: judge[i] != (i in (0, 1)) for i in range(n)},
+               "cy": {i: judge[i] != (i in (1, 2)) for i in range(n - 1)}}  # not the last
+    result = calibrate(runner, ws, write_people(tmp_path / "people.csv", answers, rows), run_id, "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["labellers"] == ["ann", "bob", "cy"] and found["rows"] == 3 * n - 1
+
+    # Fleiss' kappa by hand over the n - 1 rows all three labelled, r = 3 raters each
+    r, N = 3, n - 1
+    yes = [sum(answers[name][i] for name in answers) for i in range(N)]  # raters saying violated
+    P_i = [(c * c + (r - c) * (r - c) - r) / (r * (r - 1)) for c in yes]
+    P_bar = sum(P_i) / N
+    p_yes = sum(yes) / (N * r)
+    P_e = p_yes ** 2 + (1 - p_yes) ** 2
+    people = found["people"]
+    assert people["statistic"] == "Fleiss' kappa" and people["n"] == N
+    assert people["kappa"] == round((P_bar - P_e) / (1 - P_e), 4) and people["agreement"] == round(P_bar, 4)
+
+    counts, ties = majority_confusion(judge, [[answers[name][i] for name in answers if i in answers[name]]
+                                              for i in range(n)])
+    assert ties == [] and counts["judge_only"] + counts["people_only"] == 1  # row 1: bob and cy outvote ann
+    assert found["overall"]["confusion"] == counts and found["ties"] == []
+
+
+def test_fleiss_kappa_is_that_of_the_published_worked_example():
+    """Fleiss (1971) as worked on Wikipedia's 'Fleiss' kappa' page: 10 subjects, 14 raters, 5
+    categories, P̄ = 0.378, P̄e = 0.213, κ = 0.210; statsmodels 0.15.0's
+    ``inter_rater.fleiss_kappa`` gives 0.20993070442195522 on the same table."""
+    from intellagent.calibration import fleiss_kappa
+
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    assert fleiss_kappa(table) == pytest.approx(0.20993070442195522, abs=1e-12)
+    assert round(fleiss_kappa(table), 3) == 0.210
+    # two categories, three raters (statsmodels 0.15.0: 0.35714285714285715)
+    assert fleiss_kappa([[3, 0], [2, 1], [1, 2], [3, 0], [0, 3], [2, 1], [3, 0]]) == pytest.approx(
+        0.35714285714285715, abs=1e-12)
+    assert fleiss_kappa([[3, 0], [3, 0]]) is None  # every answer the same: no chance-corrected figure
+
+
+def test_one_labeller_named_in_a_column_reads_as_a_file_without_one(runner, tmp_path, judged):
+    """One person, named or not: the figures and the output as they were, no people's line."""
+    ws, run_id, rows = judged
+    said = {i: r[2] != (i == 0) for i, r in enumerate(rows)}
+    plain = write_people(tmp_path / "labels.csv", {"x": said}, rows, column=False)
+    named = write_people(tmp_path / "named" / "labels.csv", {"ann": said}, rows) if (tmp_path / "named").mkdir() \
+        is None else None
+    outputs = []
+    for path in (plain, named):
+        text, as_json = (calibrate(runner, ws, path, run_id, *extra) for extra in ((), ("--json",)))
+        assert text.exit_code == 0 and as_json.exit_code == 0, text.output
+        found = json.loads(as_json.stdout)
+        assert not {"labellers", "people", "ties", "judgements"} & set(found)
+        outputs.append((text.stdout.replace(str(path), "FILE"), {**found, "labels_file": ""}))
+    assert outputs[0] == outputs[1]
+    assert "people among themselves" not in outputs[0][0] and "split evenly" not in outputs[0][0]
+
+
+@pytest.mark.parametrize("files,message", [
+    # the same labeller twice on one judgement, across two files
+    ({"a.csv": "item,policy,violated,labeller\nE0001,,true,ann\n", "b.csv": "item,policy,violated,labeller\n"
+      "E0002,,true,ann\nE0001,,false,ann\n"},
+     "b.csv:3: item 'E0001' (its outcome) is labelled already by labeller 'ann', at {tmp}/a.csv:2"),
+    # two files named alike, no column: one labeller
+    ({"labels.csv": "item,policy,violated\nE0001,,true\n", "x/labels.csv": "item,policy,violated\nE0001,,true\n"},
+     "x/labels.csv:2: item 'E0001' (its outcome) is labelled already by labeller 'labels', at {tmp}/labels.csv:2"),
+    ({f"f{i}.csv": "item,policy,violated\nE0001,,true\n" for i in range(21)}, "--labels: 21 labels files: at most 20"),
+    ({"many.csv": "item,policy,violated,labeller\n" + "".join(f"E0001,,true,p{i}\n" for i in range(101))},
+     "many.csv:102: more than 100 labellers"),
+    ({"long.csv": "item,policy,violated,labeller\nE0001,,true," + "a" * 101 + "\n"},
+     "long.csv:2: a labeller's name of 101 characters: at most 100"),
+    ({"a.csv": "item,policy,violated\nE0001,,true,\n", "b.csv": "item,policy,violated,run\nE0002,,true,"
+      "20990101-000000-abcdef\n"}, "b.csv:2: labelled on run 20990101-000000-abcdef, not on run"),
+])
+def test_several_labels_files_are_bounded_and_refuse_a_judgement_one_labeller_labelled_twice(
+        runner, tmp_path, judged, files, message):
+    ws, run_id, _ = judged
+    args = []
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(content)
+        args += ["--labels", str(tmp_path / name)]
+    result = runner.invoke(cli, ["calibrate", run_id, *args, "--workspace", str(ws)])
+    assert result.exit_code == 2, result.output
+    assert message.format(tmp=tmp_path) in result.output and result.output.count("\n") == 1, result.output
+    assert "Traceback" not in result.output
 
 
 def test_grouping_by_a_label_the_scores_do_not_have_is_refused(runner, tmp_path, judged):

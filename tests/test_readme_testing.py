@@ -108,8 +108,8 @@ def test_the_mutant_plugin_example_runs_as_written(runner, tmp_path, monkeypatch
 def test_the_calibration_example_prints_what_readme_shows(runner, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = part("Judge calibration")
-    [run_and_label, labelled] = blocks(text, "bash")
-    [terminal] = blocks(text, "text")
+    [run_and_label, labelled, several] = blocks(text, "bash")
+    [terminal, people] = blocks(text, "text")
     for args in commands(run_and_label):
         invoke(runner, args)
     [page] = Path("calibration").glob("runs/*/label.html")
@@ -124,6 +124,12 @@ def test_the_calibration_example_prints_what_readme_shows(runner, tmp_path, monk
     report = json.loads(next(Path("calibration").glob("runs/*/report.json")).read_text())
     assert report["calibration"]["overall"]["n"] == len(heredoc.group(3).splitlines()) - 1
     assert "id=calibration" in next(Path("calibration").glob("runs/*/report.html")).read_text()
+    # several labellers: the second file beside the first
+    heredoc = re.search(r"cat > (\S+) <<'(\w+)'\n(.*?)\n\2\n", several, flags=re.S)
+    Path(heredoc.group(1)).write_text(heredoc.group(3) + "\n")
+    [calibrate] = commands(several)
+    assert_prints(invoke(runner, calibrate), people)
+    assert len(shown(people)) == 3  # the first line, the tie, the people's line
 
 
 @NEEDS_TAU

@@ -96,6 +96,9 @@ def calibration_section(report: Any, link: Callable[[str], str | None] = lambda 
              f"<p>{_e(found.summary())}</p><p class=muted>{_e(found.intervals)}</p>",
              f"<p class=muted>Left out of every figure, as no judge looked (the dialog broke before "
              f"one could): {_keys(found.left_out, link)}.</p>" if found.left_out else "",
+             f"<p class=muted>Left out of the judge's figures, as people split evenly: "
+             f"{_keys(found.ties, link)}.</p>" if found.ties else "",
+             f"<p>{_e(found.people.text())}</p>" if found.people is not None else "",
              "<table><tr><th>group</th><th>n</th><th>agreement</th><th>Cohen's κ</th>"
              "<th>both say violated</th><th>only the judge</th><th>only people</th><th>neither</th></tr>"]
     for name, group in [("overall", found.overall), *found.groups.items()]:

@@ -6,8 +6,8 @@ A gate is ``PATH OP NUMBER`` (``success >= 0.8``, ``by-category.authentication >
 has that value) and a value key; without a key it is the metric's (or the row's) main figure: a
 rate, else a ratio or mean, else its only number. A gate whose value does not exist, or is empty
 (nothing scored), does not hold. Before the run a gate is refused when it names no metric, a
-threshold outside its figure's range (a metric's ``bounds``) or a group its metric cannot have
-(a metric's ``groups``, where they are known before the run).
+threshold outside its figure's range (a metric's ``bounds``), or a group or value its metric
+cannot have (a metric's ``groups`` and ``values``, where they are known before the run).
 """
 
 from __future__ import annotations
@@ -88,20 +88,44 @@ def _metric_of(path: str, metrics: dict[str, Any]) -> tuple[str, list[str]] | No
     return None
 
 
-def group_problem(gate: Gate, metrics: dict[str, Any], plan: Any, env: Any) -> str | None:
-    """Why ``gate`` names a group its metric cannot have in a run of ``plan`` on ``env``, where
-    the metric knows its groups before the run (its ``groups(plan, env)``; None: only the run
-    tells); None when it can."""
+def path_problem(gate: Gate, metrics: dict[str, Any], plan: Any, env: Any) -> str | None:
+    """Why ``gate`` names a group or a value its metric cannot have in a run of ``plan`` on
+    ``env``, where the metric knows them before the run (its ``groups(plan, env)`` and
+    ``values(plan, env)``; None from either: only the run tells); None when it can."""
     found = _metric_of(gate.path, metrics)
     if found is None or not found[1]:
         return None
     name, rest = found
-    hook = getattr(metrics[name], "groups", None)
-    groups = hook(plan, env) if hook is not None else None
-    if groups is None or rest[0] in groups:
+    groups = _asked(metrics[name], "groups", plan, env)
+    values = _asked(metrics[name], "values", plan, env)
+    own = values.own if values is not None else None
+    per_group = values.per_group if values is not None else None
+    head, single = rest[0], len(rest) == 1
+    if single and head in (own or []):
         return None
-    return (f"gate '{gate.text()}' names group '{rest[0]}' of {name}, which this run cannot have"
-            + _missing(rest[0], list(groups), "its groups"))
+    if per_group == []:  # it has no groups: the path names one of its own values
+        if single and own is None:  # (which only the run tells)
+            return None
+        key = ".".join(rest)
+        return (f"gate '{gate.text()}' names value '{key}' of {name}, which it cannot give"
+                + _missing(key, own or [], "its values"))
+    if groups is not None and head not in groups:
+        if own and single:
+            return (f"gate '{gate.text()}' names '{head}' of {name}, neither a value it gives nor a "
+                    f"group this run can have" + _missing(head, own + list(groups), "its values and groups"))
+        return (f"gate '{gate.text()}' names group '{head}' of {name}, which this run cannot have"
+                + _missing(head, list(groups), "its groups"))
+    key = ".".join(rest[1:])
+    if not single and per_group is not None and key not in per_group:
+        return (f"gate '{gate.text()}' names value '{key}', which no group of {name} gives"
+                + _missing(key, per_group, "a group's values"))
+    return None
+
+
+def _asked(metric: Any, hook: str, plan: Any, env: Any) -> Any:
+    """What ``metric``'s optional ``hook(plan, env)`` answers; None when it has none."""
+    method = getattr(metric, hook, None)
+    return method(plan, env) if callable(method) else None
 
 
 def gate_problem(gate: Gate, metrics: dict[str, Any]) -> str | None:

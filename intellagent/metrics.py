@@ -16,10 +16,13 @@ from pydantic import BaseModel, Field, model_validator
 
 from intellagent.bounds import MAX_ITEMS
 from intellagent.model import StrictModel
-from intellagent.steps import PASS_FAIL, NoOptions, Score
+from intellagent.steps import PASS_FAIL, UNFINISHED, NoOptions, Score
 
 
 Z95 = 1.959964
+
+#: The values of an ungrouped rate (``success.n``); a group's rate is its row's ``rate``.
+RATE_VALUES = ("rate", "low", "high", "n", "passed")
 
 
 def wilson(passed: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -97,6 +100,15 @@ class MetricResult(BaseModel):
     charts: list[Chart] = Field(default_factory=list)
 
 
+class GateValues(BaseModel):
+    """The values a gate may name below a metric, known before the run (:meth:`Metric.values`):
+    its own (``rate`` of ``success.rate``) and those of any row of its groups (``rate`` of
+    ``by-category.billing.rate``; none when it has no groups). Either None: only the run tells."""
+
+    own: list[str] | None = Field(default_factory=list)
+    per_group: list[str] | None = Field(default_factory=list)
+
+
 class Metric:
     """Base class of metric plugins. ``name`` is the metric's name in the pipeline."""
 
@@ -127,6 +139,13 @@ class Metric:
         """Every group a gate may name below this metric in a run of ``plan`` on ``env``, when
         they are known before the run (a gate naming another is refused then, costing nothing);
         None when only the run tells, or the metric has no groups (the default)."""
+        return None
+
+    def values(self, plan: Any, env: Any) -> GateValues | None:
+        """The values a gate may name below this metric in a run of ``plan`` on ``env``: the
+        figures of its result (a text column is none), its own and those of a group's row. A
+        gate naming another is refused before the run, costing nothing; None when not declared
+        (the default): only the run tells."""
         return None
 
 
@@ -171,10 +190,17 @@ def label_groups(plan: Any, env: Any, scores: Iterable[str], by: list[str]) -> l
 
 class ByLabels:
     """A metric grouped ``by`` labels of the scores it reads: its groups are the values the plan
-    fixes for those labels (see :func:`label_groups`)."""
+    fixes for those labels (see :func:`label_groups`), and its figures are its own without
+    ``by``, each group's with it."""
 
     def groups(self, plan: Any, env: Any) -> list[str] | None:
         return label_groups(plan, env, list(self.reads()), self.config.by)  # type: ignore[attr-defined]
+
+    def split_values(self, own: list[str] | None, per_group: list[str] | None) -> GateValues:
+        """``own`` below the metric when it has no ``by``, else ``per_group`` below each group."""
+        if self.config.by:  # type: ignore[attr-defined]
+            return GateValues(own=[], per_group=per_group)
+        return GateValues(own=own, per_group=[])
 
 
 def _group_text(group: tuple) -> str:
@@ -225,6 +251,9 @@ class RateMetric(ByLabels, Metric):
             return (0.0, 1.0)
         return None
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return self.split_values(list(RATE_VALUES), ["rate"])
+
     def compute(self, data: Any) -> MetricResult:
         c: RateConfig = self.config
         passed, failed = counted(data, c.score, c.passed, c.failed)
@@ -258,8 +287,7 @@ class RateMetric(ByLabels, Metric):
         headline = None
         if not c.by:
             rate = Rate.of(*counts.get((), [0, 0]))
-            values = {"rate": rate.rate, "low": rate.low, "high": rate.high, "n": rate.n,
-                      "passed": rate.passed}
+            values = {key: getattr(rate, key) for key in RATE_VALUES}
             headline = f"{c.headline or self.name} {rate.text()}"
         elif c.headline:  # one line for all groups
             headline = f"{c.headline}: " + ("; ".join(
@@ -304,6 +332,10 @@ class PassHatKMetric(Metric):
     def bounds(self, path: list[str]) -> tuple[float, float] | None:
         return (0.0, 1.0)  # every pass^k is a probability
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        # pass^1 up to the fewest trials of a group, which only the run tells; no groups
+        return GateValues(own=None, per_group=[])
+
     def compute(self, data: Any) -> MetricResult:
         c: PassHatKConfig = self.config
         passed, failed = counted(data, c.score, c.passed, c.failed)
@@ -341,6 +373,9 @@ class MicroPRMetric(ByLabels, Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.matched: [], self.config.predicted: [], self.config.actual: []}
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return self.split_values(["precision", "recall"], ["precision", "recall", "matched", "predicted", "actual"])
 
     def compute(self, data: Any) -> MetricResult:
         c: MicroPRConfig = self.config
@@ -395,6 +430,9 @@ class RatioMetric(ByLabels, Metric):
     def reads(self) -> dict[str, list[str]]:
         return {self.config.numerator: [], self.config.denominator: []}
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return self.split_values(["value"], ["value", self.config.numerator, self.config.denominator])
+
     def compute(self, data: Any) -> MetricResult:
         c: RatioConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0])
@@ -436,6 +474,9 @@ class MeanMetric(ByLabels, Metric):
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return self.split_values(["mean", "n"], ["mean", "n"])
+
     def compute(self, data: Any) -> MetricResult:
         c: MeanConfig = self.config
         sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0])
@@ -470,6 +511,13 @@ class CountsMetric(ByLabels, Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: []}
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        # a count per status: those the score's steps declare, and the unfinished ones any may end with
+        spec = plan.declared_scores().get(self.config.score)
+        statuses = list(dict.fromkeys([*spec.statuses.all(), *UNFINISHED])) \
+            if spec is not None and spec.statuses is not None else None
+        return self.split_values(statuses, statuses)
 
     def compute(self, data: Any) -> MetricResult:
         c: CountsConfig = self.config
@@ -509,6 +557,9 @@ class ListingMetric(Metric):
         if self.config.step not in plan.steps:
             return f"no step named '{self.config.step}' (steps: {', '.join(plan.steps)})"
         return None
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return GateValues(own=["items"], per_group=[])
 
     def compute(self, data: Any) -> MetricResult:
         c: ListingConfig = self.config

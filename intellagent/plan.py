@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Literal
 from pydantic import BaseModel, ValidationError
 
 from intellagent.errors import ConfigError, IntellagentError
-from intellagent.gates import Gate, gate_problem, group_problem, parse_gate
+from intellagent.gates import Gate, gate_problem, parse_gate, path_problem
 from intellagent.paths import PathRules
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, PluginRef, StepSpec
 from intellagent.prompts import check_prompt_folders
@@ -215,11 +215,11 @@ class Plan:
         return values if givers else None
 
     def check_gates(self, env: Any, gates: list[Gate] | None = None) -> None:
-        """Each gate (the pipeline's by default) names a group its metric can have in a run on
-        ``env``, where the metric knows its groups before the run: one naming another could only
-        fail once the run is paid for. Refused in one line naming the gate's line or flag."""
+        """Each gate (the pipeline's by default) names a group and a value its metric can have in
+        a run on ``env``, where the metric knows them before the run: one naming another could
+        only fail once the run is paid for. Refused in one line naming the gate's line or flag."""
         for gate in self.gates if gates is None else gates:
-            problem = group_problem(gate, self.metrics, self, env)
+            problem = path_problem(gate, self.metrics, self, env)
             if problem is None:
                 continue
             if gate in self.gates:

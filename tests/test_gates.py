@@ -4,6 +4,7 @@ not finish), JUnit results valid against junit-10.xsd, and compare --fail-on-reg
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -188,6 +189,137 @@ def test_a_gate_on_a_group_fixed_by_the_critic_is_checked_and_one_made_by_the_mo
                           "group 'polcy' of failed-by, which this run cannot have: did you mean 'policy'?")
     result = run(runner, tmp_path, "--fail-under", "failed-by.policy.fail=0", "--fail-under",
                  "by-category.nosuch=0.5", "--estimate")
+    assert result.exit_code == 0, result.output
+
+
+def no_model_call(request, response_model):
+    """mock/function for a run that must be refused before its first model call."""
+    raise AssertionError("the model was called")
+
+
+def model_calls(ws) -> int:
+    """The model calls a workspace's store holds (none without a store)."""
+    if not (ws / "intellagent.db").exists():
+        return 0
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        return conn.execute("SELECT count(*) FROM llm_calls").fetchone()[0]
+
+
+NO_MODEL = ["--model", "mock/function", "--set", "llm.default.options.function=tests.test_gates:no_model_call"]
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("success.rte=0.8", "gate 'success.rte >= 0.8' names value 'rte' of success, which it cannot give: did "
+                        "you mean 'rate'? (its values: rate, low, high, n, passed)"),
+    ("success.rate.low=0", "names value 'rate.low' of success, which it cannot give: did you mean 'rate'?"),
+    # the categories come from the model, a group's values from the metric
+    ("by-category.billing.rte=0.5", "gate 'by-category.billing.rte >= 0.5' names value 'rte', which no group "
+                                    "of by-category gives: did you mean 'rate'? (a group's values: rate)"),
+    ("by-category.billing.other=0", "names value 'other', which no group of by-category gives"),  # a text column
+    ("failed-by.policy.fial=0", "names value 'fial', which no group of failed-by gives: did you mean 'fail'?"),
+    ("coverage.polices=0.5", "names value 'polices' of coverage, which it cannot give: did you mean 'policies'? "
+                             "(its values: policies, pairs)"),
+    ("policies.P1.violaton_rate=0", "did you mean 'violation_rate'?"),
+    ("invalid-events.itms=0", "names value 'itms' of invalid-events, which it cannot give: did you mean 'items'?"),
+])
+def test_a_gate_on_a_value_its_metric_cannot_give_is_refused_before_any_model_call(runner, tmp_path, flag, message):
+    """success.rte ran the whole (paid) run to fail as "metric 'success' has no 'rte'"."""
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", "airline", "--events", "2", *NO_MODEL, "--workspace", str(ws),
+                                 "--fail-under", flag])
+    assert_one_clean_line(result, f"--fail-under {flag}", message)
+    assert model_calls(ws) == 0 and not ws.exists()
+
+
+@pytest.mark.parametrize("pipeline,gate,message", [
+    ("intellagent", "success.rte >= 0.8", "names value 'rte' of success, which it cannot give: did you mean 'rate'?"),
+    ("almita", "almita.all.tst >= 0.5", "names value 'tst', which no group of almita gives: did you mean 'test'?"),
+    ("almita", "funnel.tests.kep >= 1", "names value 'kep', which no group of funnel gives: did you mean 'kept'?"),
+    ("almita", "funnel.tsts >= 1", "names 'tsts' of funnel, neither a value it gives nor a group this run can "
+                                   "have: did you mean 'tests'?"),
+    ("apigen_mt", "funnel.rejected at formt <= 3", "names value 'rejected at formt' of funnel, which it cannot "
+                                                   "give: did you mean 'rejected at format'?"),
+    ("apigen_mt", "pass-hat-k.pass^1.x >= 0.5", "names value 'pass^1.x' of pass-hat-k, which it cannot give"),
+    ("apigen_mt", "tasks.0.pased >= 1", "names value 'pased', which no group of tasks gives: did you mean 'passed'?"),
+    ("tooltalk", "precision.easy.vlue >= 0.5", "names value 'vlue', which no group of precision gives: did you "
+                                               "mean 'value'? (a group's values: value, matches, predictions)"),
+])
+def test_a_pipeline_gate_on_a_value_its_metric_cannot_give_is_one_line_naming_the_file(runner, tmp_path, pipeline,
+                                                                                        gate, message):
+    text = (REPO / "plugins" / pipeline / "pipeline.yaml").read_text()
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace("\nreport: [", f"\ngates: ['{gate}']\nreport: [", 1))
+    line = path.read_text().splitlines().index(f"gates: ['{gate}']") + 1
+    environment = {"intellagent": "airline", "almita": "almita", "apigen_mt": "retail", "tooltalk": "tooltalk"}
+    result = runner.invoke(cli, ["validate", environment[pipeline], "--pipeline", str(path)])
+    assert_one_clean_line(result, f"p.yaml:{line}", f"gates[0]: gate '{gate}' {message}")
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", environment[pipeline], "--pipeline", str(path), *NO_MODEL,
+                                 "--workspace", str(ws)])
+    assert_one_clean_line(result, f"p.yaml:{line}", message)
+    assert model_calls(ws) == 0 and not ws.exists()
+
+
+def reported_paths(report: dict) -> list[str]:
+    """Every path a gate may name in a run's report: each metric, each of its values, each group
+    of its rows and each figure of a group's row (a text column holds no figure). A group
+    holding a dot or a gate's sign cannot be written in a gate."""
+    paths = []
+    for name, metric in report["metrics"].items():
+        groups = [c["key"] for c in metric["columns"] if c["group"]]
+        text = {c["key"] for c in metric["columns"] if c["kind"] == "text"}
+        paths += [name, *(f"{name}.{key}" for key in metric["values"])]
+        for row in metric["rows"]:
+            for group in (str(row[g]) for g in groups if g in row):
+                if not set(group) & set(".<>="):
+                    paths += [f"{name}.{group}", *(f"{name}.{group}.{key}" for key in row
+                                                   if key not in groups and key not in text)]
+    return list(dict.fromkeys(paths))
+
+
+# every metric kind of the built-in pipelines, and those no built-in pipeline has (micro-pr), each
+# grouped and not
+EXTRA_METRICS = [f"metrics.{name}={{use: {use}, with: {{{options}}}}}" for name, use, options in [
+    ("rate-all", "rate", "score: conversation"),
+    ("ratio-all", "ratio", "numerator: matches, denominator: predictions"),
+    ("mean-all", "mean", "score: soft-success"),
+    ("pr", "micro-pr", "matched: matches, predicted: predictions, actual: ground-truth"),
+    ("pr-by-set", "micro-pr", "matched: matches, predicted: predictions, actual: ground-truth, by: [set]"),
+    ("counts", "counts", "score: conversation"),
+    ("counts-by-set", "counts", "score: conversation, by: [set]"),
+    ("pass-hat-k", "pass-hat-k", "score: conversation, group: set"),
+    ("listing", "listing", "step: matches, statuses: [fail]"),
+]]
+APIGEN = ["retail", "--pipeline", "apigen-mt", "--blueprints", "3"]
+RUNS = {
+    "intellagent": ["airline", "--events", "4", "--model", "mock/demo"],
+    "tooltalk": ["tooltalk", "--pipeline", "tooltalk", "--sets", "[easy]",
+                 *(arg for metric in EXTRA_METRICS for arg in ("--set", metric))],
+    "almita": ["almita", "--pipeline", "almita", "--model", "mock/function",
+               "--set", "llm.default.options.function=tests.almita_script:answer"],
+    "apigen-rejected": APIGEN,  # the schema mock's blueprints are rejected: counts by stage
+    "apigen-accepted": [*APIGEN, "--agent", "tau-bench/oracle", "--trials", "2", "--pairs", "2",
+                        "--set", "llm.default.model=mock/function",
+                        "--set", "llm.default.options.function=tests.test_apigen_mt:fake_model",
+                        "--set", "steps.contexts.with.user_pool=2"],
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_value_a_run_reports_is_accepted_before_the_run(runner, tmp_path, name):
+    """The check before the run reads each metric's values from its declaration, the report
+    from its result: a value the one gives and the other does not name would refuse a gate
+    that holds."""
+    if name == "tooltalk" and not importlib.util.find_spec("tooltalk"):
+        pytest.skip("ToolTalk's data is not installed: pip install --no-deps nvidia-tooltalk")
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", *RUNS[name], "--workspace", str(ws), "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = read_report(next(ws.glob("runs/*/report.json")))
+    paths = reported_paths(report)
+    assert len(paths) > 2 * len(report["metrics"])  # the run reported values and groups
+    gates = [arg for path in paths for arg in ("--fail-under", f"{path}=0")]
+    result = runner.invoke(cli, ["run", *RUNS[name], "--workspace", str(ws), "--estimate", *gates])
     assert result.exit_code == 0, result.output
 
 

@@ -323,6 +323,20 @@ def test_a_third_party_pipeline_validates_and_runs(package, tmp_path):
     assert {s["name"]: s["items"] for s in report_of(ws)["steps"]}["drafts"] == 14
 
 
+def test_a_gate_on_a_value_of_a_metric_that_declares_none_is_checked_by_the_run(package, tmp_path):
+    """match-share declares no values: a gate naming one it lacks fails once the run tells, as
+    ever; a value a built-in metric (micro-pr) cannot give is refused before the run."""
+    refused = run(package, "run", "airline", "--pipeline", "thirdparty/flow", "--fail-under", "pr.precison=0",
+                  workspace=tmp_path / "refused")
+    assert refused.returncode == 2 and not (tmp_path / "refused").exists()
+    assert "gate 'pr.precison >= 0' names value 'precison' of pr, which it cannot give: did you mean " \
+           "'precision'?" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    checked = run(package, "run", "airline", "--pipeline", "thirdparty/flow", "--conversations", "3",
+                  "--fail-under", "share.shre=0", workspace=tmp_path / "ws")
+    assert checked.returncode == 1, checked.stderr
+    assert "gate share.shre >= 0: – FAILED (metric 'share' has no 'shre': did you mean 'share'?" in checked.stdout
+
+
 def _finished_keys(workspace: Path) -> set[str]:
     with sqlite3.connect(workspace / "intellagent.db") as conn:
         return {k for k, in conn.execute("SELECT key FROM items WHERE key NOT LIKE '%~%'")}

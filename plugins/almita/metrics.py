@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, Field
 
-from intellagent.metrics import Column, Metric, MetricResult, Rate
+from intellagent.metrics import Column, GateValues, Metric, MetricResult, Rate
 from intellagent.model import StrictModel
 from intellagent_plugins.almita.artefacts import TestCase, TestVerdict
 
@@ -141,6 +141,11 @@ class AlmitaMetrics(Metric):
             return f"step '{self.config.step}' does not give test verdicts"
         return None
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        """Each metric overall (``almita.test``) and per intent (``almita.all.test``); the intents
+        come from the model."""
+        return GateValues(own=[*METRICS, "conversations_left_out"], per_group=["tests", *METRICS, "left_out"])
+
     def compute(self, data: Any) -> MetricResult:
         by_intent: dict[str, list[TestVerdict]] = defaultdict(list)
         everything: list[TestVerdict] = []
@@ -213,6 +218,14 @@ class AlmitaFunnel(Metric):
     def check(self, plan: Any) -> str | None:
         missing = [s.step for s in self.config.stages if s.step not in plan.steps]
         return f"no step named '{missing[0]}' (steps: {', '.join(plan.steps)})" if missing else None
+
+    def groups(self, plan: Any, env: Any) -> list[str]:
+        """Its stages, each a row."""
+        return [s.label for s in self.config.stages]
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        """What each stage kept (``funnel.tests``), and a stage's counts (``funnel.tests.removed``)."""
+        return GateValues(own=[s.label for s in self.config.stages], per_group=["generated", "removed", "kept"])
 
     def compute(self, data: Any) -> MetricResult:
         rows = []

@@ -6,9 +6,22 @@ Rejections by stage and reason, trajectory success, pass^k and average turns are
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, get_args
 
-from intellagent.metrics import Column, Metric, MetricResult, Rate
+from intellagent.metrics import Column, GateValues, Metric, MetricResult, Rate
+from intellagent_plugins.apigen_mt.artefacts import Stage
+
+#: The funnel's rows before its ``rejected at STAGE`` ones (one per stage that rejected a
+#: blueprint for good) and after them, each a value of the funnel a gate may name.
+BLUEPRINT_ROWS = ("blueprints generated", "accepted at the first version", "accepted after revision")
+TASK_ROWS = ("combined tasks attempted", "combined tasks accepted", "duplicate tasks dropped", "tasks",
+             "trajectories (trials)", "successful trajectories", "tasks with a success",
+             "unique successful trajectories", "unique successful trajectories (kept)")
+
+
+def rejected_at(stage: Any) -> str:
+    """The funnel's row of the blueprints a stage rejected for good."""
+    return f"rejected at {stage}"
 
 
 class AcceptanceMetric(Metric):
@@ -16,6 +29,9 @@ class AcceptanceMetric(Metric):
     revision (with it), and the gain."""
 
     name = "acceptance"
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return GateValues(own=["with", "without", "gain", "n"], per_group=[])
 
     def compute(self, data: Any) -> MetricResult:
         first = [s.status == "pass" for _, s in data.scores("blueprint-first")]
@@ -42,6 +58,9 @@ class FunnelMetric(Metric):
 
     name = "funnel"
 
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return GateValues(own=[*BLUEPRINT_ROWS, *map(rejected_at, get_args(Stage)), *TASK_ROWS], per_group=[])
+
     def compute(self, data: Any) -> MetricResult:
         blue = [s for _, s in data.scores("blueprint")]
         first = sum(s.status == "pass" for _, s in data.scores("blueprint-first"))
@@ -56,22 +75,14 @@ class FunnelMetric(Metric):
         for s in blue:
             if s.status != "pass":
                 final[s.labels.get("stage")] += 1
-        rows = [
-            ("blueprints generated", len(blue)),
-            ("accepted at the first version", first),
-            ("accepted after revision", sum(s.status == "pass" for s in blue) - first),
-            *[(f"rejected at {stage}", n) for stage, n in sorted(final.items())],
-            ("combined tasks attempted", len(combined)),
-            ("combined tasks accepted", sum(s.status == "pass" for s in combined)),
-            ("duplicate tasks dropped", max(0, sum(s.status == "pass" for s in blue + combined)
-                                            - len({s.labels.get("task") for s in trials})) if trials else 0),
-            ("tasks", len({s.labels.get("task") for s in trials})),
-            ("trajectories (trials)", len(trials)),
-            ("successful trajectories", len(passed)),
-            ("tasks with a success", len(solved)),
-            ("unique successful trajectories", len(unique)),
-            ("unique successful trajectories (kept)", len(kept)),
-        ]
+        tasks = len({s.labels.get("task") for s in trials})
+        dropped = max(0, sum(s.status == "pass" for s in blue + combined) - tasks) if trials else 0
+        of_blueprints = (len(blue), first, sum(s.status == "pass" for s in blue) - first)
+        of_tasks = (len(combined), sum(s.status == "pass" for s in combined), dropped, tasks, len(trials),
+                    len(passed), len(solved), len(unique), len(kept))
+        rows = [*zip(BLUEPRINT_ROWS, of_blueprints, strict=True),
+                *[(rejected_at(stage), n) for stage, n in sorted(final.items())],
+                *zip(TASK_ROWS, of_tasks, strict=True)]
         return MetricResult(name=self.name, title="APIGen-MT funnel",
                             values={k: v for k, v in rows},
                             columns=[Column(key="stage", label="stage"), Column(key="n", label="n", kind="number")],
@@ -83,6 +94,11 @@ class TaskOutcomesMetric(Metric):
     trajectories kept and the mean number of user turns."""
 
     name = "tasks"
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        """How many tasks (``tasks.tasks``), and a task's counts (``tasks.3.passed``); its tasks
+        come from the model."""
+        return GateValues(own=["tasks"], per_group=["trials", "passed", "unique", "turns"])
 
     def compute(self, data: Any) -> MetricResult:
         tasks: dict[Any, dict[str, Any]] = {}

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from intellagent.bounds import MAX_TURNS
-from intellagent.metrics import Column, Metric, MetricResult, Rate
+from intellagent.metrics import Column, GateValues, Metric, MetricResult, Rate
 from intellagent.model import StrictModel
 from intellagent_plugins.intellagent.artefacts import Event, PolicyGraph
 
@@ -38,6 +38,10 @@ class PoliciesMetric(Metric):
 
     def check(self, plan: Any) -> str | None:
         return _step_giving(plan, self.config.graph, PolicyGraph)
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        """A policy's figures (``policies.P3.violated``); its groups, the policies, come from the model."""
+        return GateValues(own=[], per_group=["challenge", "targeted", "exercised", "violated", "violation_rate"])
 
     def compute(self, data: Any) -> MetricResult:
         c: PoliciesConfig = self.config
@@ -91,6 +95,9 @@ class CoverageMetric(Metric):
     def check(self, plan: Any) -> str | None:
         return _step_giving(plan, self.config.graph, PolicyGraph) or \
             _step_giving(plan, self.config.events, Event)
+
+    def values(self, plan: Any, env: Any) -> GateValues:
+        return GateValues(own=["policies", "pairs"], per_group=[])
 
     def compute(self, data: Any) -> MetricResult:
         c: CoverageConfig = self.config

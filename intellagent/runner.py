@@ -441,8 +441,8 @@ def drive(coroutine: Any) -> Any:
     """Run ``coroutine`` to its end on a new event loop and return what it returns: the entry
     point of every command that runs steps. The loop is uvloop's (libuv) where it is installed,
     as it is with IntellAgent on Linux and macOS: the same asyncio API with its scheduling,
-    sockets and timers in C, about 5 % less CPU per model call over a whole run
-    (``bench/scale_bench.py``). Elsewhere, or with ``INTELLAGENT_EVENT_LOOP=asyncio``, asyncio's
+    sockets and timers in C, about 6 % less CPU per model call over a whole run
+    (side by side, ``bench/cpu_ab.py``). Elsewhere, or with ``INTELLAGENT_EVENT_LOOP=asyncio``, asyncio's
     own loop."""
     if os.environ.get("INTELLAGENT_EVENT_LOOP", "").strip().lower() != "asyncio":
         try:

@@ -26,6 +26,18 @@ def rewrite_reports(store: Any, run_id: str, obj: Context, workspace: Path) -> l
     return write_reports(plan, report, data, workspace, obj.registry, folder=folder)
 
 
+def report_folder(store: Any, run_id: str, workspace: Path) -> Path:
+    """Where run ``run_id``'s reports are written in ``workspace``."""
+    return workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
+
+
+def report_elsewhere(run_id: str, workspace: Path, store_url: str | None) -> str:
+    """The command that writes run ``run_id``'s reports outside a folder one may not write (a
+    store URL stands as a placeholder: it may hold a password)."""
+    command = shlex.join(["intellagent", "report", run_id, "--workspace", str(workspace)])
+    return command + (" --store URL --out DIR" if store_url else " --out DIR")
+
+
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @run_options
 @click.option("--mutants", default=None, metavar="NAMES", help="Mutants to run, comma-separated "
@@ -91,21 +103,17 @@ def mutate(ctx: click.Context, mutants: str | None, as_json: bool, **options: An
     store, workspace = inputs.store, inputs.workspace
     store.update_run_config(base.run_id, mutation=found.model_dump(mode="json"))
     paths, refused = [], None
-    report = shlex.join(["intellagent", "report", base.run_id, "--workspace", str(workspace)])
-    report += " --store URL --out DIR" if inputs.options["store_url"] else " --out DIR"
+    report = report_elsewhere(base.run_id, workspace, inputs.options["store_url"])
     instead = ("the runs and the mutation result are kept in the store; write the agent's report, with "
                f"it, elsewhere: {report}; a mutant's likewise, its run in place of {base.run_id}")
-
-    def folder(run_id: str) -> str:
-        return store.run_config(run_id).get("report_folder") or run_id
-
     try:  # the result is printed either way, the refusal after it
-        with output_to(workspace / "runs" / folder(base.run_id), None, instead=instead):
+        with output_to(report_folder(store, base.run_id, workspace), None, instead=instead):
             paths = rewrite_reports(store, base.run_id, ctx.obj, workspace)
         for mutated_plan, done in mutated:
-            with output_to(workspace / "runs" / folder(done.run_id), None, instead=instead):
+            folder = report_folder(store, done.run_id, workspace)
+            with output_to(folder, None, instead=instead):
                 write_reports(mutated_plan, done.report, done.data, workspace, inputs.registry,
-                              folder=folder(done.run_id))
+                              folder=folder.name)
     except IntellagentError as exc:
         refused = exc
     if as_json:
@@ -190,12 +198,11 @@ def calibrate(obj: Context, run: str | None, labels_paths: tuple[Path, ...], by:
     paths, refused = [], None
     if not print_only:
         store.update_run_config(run_id, calibration=found.model_dump(mode="json"))
-        folder = workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
-        report = shlex.join(["intellagent", "report", run_id, "--workspace", str(workspace)])
-        report += " --store URL --out DIR" if store_url else " --out DIR"
+        report = report_elsewhere(run_id, workspace, store_url)
         try:  # the figures are printed either way, the refusal after them
-            with output_to(folder, None, instead="the result is kept with the run; give --print-only to "
-                                                 f"only print, or write its reports elsewhere: {report}"):
+            with output_to(report_folder(store, run_id, workspace), None,
+                           instead="the result is kept with the run; give --print-only to only print, "
+                                   f"or write its reports elsewhere: {report}"):
                 paths = rewrite_reports(store, run_id, obj, workspace)
         except IntellagentError as exc:
             refused = exc
@@ -251,8 +258,7 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     run_id = store.resolve_run(run)
     _, _, data = load_run(store, run_id, obj.registry)
     views = [c.value for c in obj.registry.components.get("view", {}).values()]
-    folder = workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
-    path = out or folder / "label.html"
+    path = out or report_folder(store, run_id, workspace) / "label.html"
     page = label_page(data, views, limit=limit)
     with output_to(path, None if out else "--out FILE"):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from intellagent.cli import cli
 from intellagent.errors import ConfigError
 from intellagent.llm import LLM, ResponseModel, Status
-from intellagent.llm.client import _schema_of
+from intellagent.llm.types import schema_of
 from intellagent.llm.types import ChatRequest
 from intellagent.llm.errors import RealModelForbidden
 from intellagent.pipeline import LLMSettings, ModelSettings, PipelineSpec, Price
@@ -82,6 +82,20 @@ def test_mock_schema_fabricates_valid_deterministic_instances():
         assert 2 <= len(value.policies) <= 4
         for p in value.policies:
             assert p.category in ("privacy", "payment", "escalation") and 1 <= p.challenge <= 5
+
+
+def test_mock_schema_builds_a_models_schema_once(monkeypatch):
+    """The mock model fabricates from the schema the cache key was made from: pydantic's walk
+    of the model (milliseconds, and cyclic garbage) is not made again for every call."""
+    built = []
+    generate = GenerateJsonSchema.generate
+    monkeypatch.setattr(GenerateJsonSchema, "generate",
+                        lambda self, *a, **k: built.append(1) or generate(self, *a, **k))
+    model = create_model("Fresh", policies=(list[Policies], ...))  # a class no other test has asked about
+    llm = LLM(seed=3)
+    outcomes = [run(llm.structured(USER + [{"role": "user", "content": f"q{i}"}], model)) for i in range(5)]
+    assert all(o.ok for o in outcomes) and len({o.value.model_dump_json() for o in outcomes}) > 1
+    assert len(built) == 1
 
 
 def test_mock_schema_chat_text_and_valid_tool_calls():
@@ -532,7 +546,7 @@ def test_a_budget_too_small_for_a_call_says_what_that_call_could_cost():
     question = [{"role": "user", "content": "item 0"}]
     outcome = run(llm.structured(question, Policies))
     assert outcome.status is Status.budget_exhausted and llm.spent_usd == 0
-    request = llm._request("default", question, response_schema=_schema_of(Policies))
+    request = llm._request("default", question, response_schema=schema_of(Policies))
     worst, _ = llm._worst(request, len(request.canonical()) // 4, 1 + settings.validation_retries)
     assert worst > 0.01
     assert llm.budget_refused() == f"${worst:.4f}"

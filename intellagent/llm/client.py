@@ -4,7 +4,6 @@ back-off, bounded concurrency and rate, token and cost accounting, a run budget,
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
 import time
@@ -19,7 +18,7 @@ from intellagent.llm.errors import (REFUSALS, ModelRefused, OutputInvalid, Provi
 from intellagent.llm.limits import RateLimiter
 from intellagent.llm.prices import PriceTable
 from intellagent.llm.sizing import output_cap
-from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage
+from intellagent.llm.types import ChatReply, ChatRequest, Outcome, Status, Usage, schema_of
 from intellagent.pipeline import LLMSettings, ModelSettings
 from intellagent.redaction import Redactor
 from intellagent.registry import Registry
@@ -390,7 +389,7 @@ class LLM:
                          item: str | None = None, sample: str | None = None) -> Outcome[M]:
         """An instance of ``response_model``; output that does not fit is re-asked with the
         validation error (``validation_retries`` times) before the call ends ``invalid-output``."""
-        request = self._request(role, messages, sample, response_schema=_schema_of(response_model))
+        request = self._request(role, messages, sample, response_schema=schema_of(response_model))
         self._structured_roles.add(role)
 
         async def invoke(provider: Any, sent: ChatRequest) -> tuple[M, Usage]:
@@ -675,10 +674,4 @@ def _reseeded(request: ChatRequest, tries: int) -> ChatRequest:
         return request
     seed = int(content_hash(request.seed, "retry", tries)[:8], 16)
     return request.model_copy(update={"seed": seed})
-
-
-@functools.lru_cache(maxsize=256)
-def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
-    """A response model's JSON Schema, made once per class (pydantic rebuilds it every call)."""
-    return model.model_json_schema()
 

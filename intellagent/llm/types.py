@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from enum import Enum
@@ -168,6 +169,14 @@ class ResponseModel(BaseModel):
         must be the schema pydantic makes of the model the class stands for, and the class must
         accept what that model accepts (the step's tests compare the two)."""
         _SCHEMAS[cls] = schema
+
+
+@functools.lru_cache(maxsize=256)
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A response model's JSON Schema, made once per class (pydantic rebuilds it every call, a
+    walk of the model that costs milliseconds and leaves cyclic garbage). Shared: read, do not
+    change it."""
+    return model.model_json_schema()
 
 
 def _same_schema_as_parent(cls: type) -> bool:

@@ -23,7 +23,7 @@ from intellagent.environment.refs import ReferenceError_, resolve
 from intellagent.errors import ConfigError
 from intellagent.llm.errors import OutputInvalid, ProviderError, validation_summary
 from intellagent.llm.fabricate import WORDS, fabricate
-from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage
+from intellagent.llm.types import ChatReply, ChatRequest, ToolCall, Usage, schema_of
 from intellagent.model import StrictModel
 from intellagent.pipeline import ModelSettings
 
@@ -68,7 +68,7 @@ class SchemaModel:
                          validation_retries: int) -> tuple[M, Usage]:
         self.requests += 1
         rng = self._rng(request)
-        schema = response_model.model_json_schema()
+        schema = schema_of(response_model)
         error: Exception | None = None
         for _ in range(validation_retries + 1):
             data = fabricate(schema, rng, list_items=self.list_items)

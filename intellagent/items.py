@@ -251,6 +251,7 @@ class ItemMaker:
                                                              parent=ctx.llm, draw=draw))
 
             mutant = self.plan.mutant
+            mutants = ctx._mutants  # not ctx itself: ctx holds make, and a cycle waits for the collector
 
             def make(ground_truth: Any = None) -> Any:
                 known = ground_truth if getattr(agent_cls, "needs_ground_truth", False) else None
@@ -268,10 +269,10 @@ class ItemMaker:
                         made = mutant.value(self.env, agent_ctx.rng("mutant", mutant.name))
                     except Exception as exc:
                         made = Mutant(self.env, agent_ctx.rng("mutant", mutant.name))  # carries the failure
-                        ctx._mutants.append(made)
+                        mutants.append(made)
                         name = getattr(mutant.value, "name", "") or mutant.name
                         return BrokenAgent(exc, mutant_raised(made, "its construction", exc, name))
-                    ctx._mutants.append(made)
+                    mutants.append(made)
                     agent = MutatedAgent(agent, made)
                 return GuardedAgent(agent)
 

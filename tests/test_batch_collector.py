@@ -53,3 +53,24 @@ def test_runs_at_once_in_one_process_restore_the_collector_when_the_last_ends(in
     assert gc.get_freeze_count() == frozen
     second.__exit__(None, None, None)
     assert gc.get_freeze_count() == 0
+
+
+def test_an_events_state_is_freed_as_it_ends_not_left_to_the_collector(runner, tmp_path):
+    """Nothing a run makes per event is a reference cycle (a closure calling itself, a context
+    holding a function that holds it): the collector finds the same garbage in a run of 12
+    events as in one of 3 (the steps, not the report's pages), so collections can be rare
+    without memory piling up. Before: 185 more objects an event."""
+    def garbage(events: int, workspace: str) -> int:
+        gc.collect()
+        gc.disable()
+        try:
+            result = runner.invoke(cli, ["run", "airline", "--events", str(events), "--workspace",
+                                         str(tmp_path / workspace), "--model", "mock/demo", "--until", "verdicts"])
+            assert result.exit_code in (0, 1), result.output
+            return gc.collect()
+        finally:
+            gc.enable()
+
+    garbage(3, "first")  # first use: classes, caches and imports made once
+    few, more = garbage(3, "few"), garbage(12, "more")
+    assert more - few < 100, (few, more)

@@ -106,21 +106,21 @@ class DatabaseSchema(StrictModel):
     def load_order(self) -> list[str]:
         """Tables ordered so that every referenced table comes before the tables citing it."""
         order: list[str] = []
-        visiting: set[str] = set()
-
-        def visit(name: str) -> None:
-            if name in order or name in visiting:
-                return
-            visiting.add(name)
-            for col in self.tables[name].columns.values():
-                if col.references:
-                    visit(col.references.split(".")[0])
-            visiting.discard(name)
-            order.append(name)
-
         for name in self.tables:
-            visit(name)
+            self._visit(name, order, set())
         return order
+
+    def _visit(self, name: str, order: list[str], visiting: set[str]) -> None:
+        """Append ``name`` to ``order`` after the tables it references (a method, not a nested
+        function: a closure calling itself is a reference cycle, garbage the collector must find)."""
+        if name in order or name in visiting:
+            return
+        visiting.add(name)
+        for col in self.tables[name].columns.values():
+            if col.references:
+                self._visit(col.references.split(".")[0], order, visiting)
+        visiting.discard(name)
+        order.append(name)
 
 
 _FITS: dict[str, Callable[[Any], bool]] = {

@@ -98,58 +98,61 @@ def from_pattern(pattern: str, rng: random.Random) -> str | None:
         parsed = _sre.parse(pattern)
     except re.error:
         return None
-
-    def gen(items: Any) -> str:
-        out = []
-        for op, arg in items:
-            name = str(op)
-            if name == "LITERAL":
-                out.append(chr(arg))
-            elif name == "ANY":
-                out.append(rng.choice("abcxyz"))
-            elif name == "IN":
-                out.append(pick(arg))
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                low, high, sub = arg
-                high = min(high, low + 4) if high != _sre.MAXREPEAT else low + 4
-                out.extend(gen(sub) for _ in range(rng.randint(low, max(low, high))))
-            elif name == "SUBPATTERN":
-                out.append(gen(arg[-1]))
-            elif name == "BRANCH":
-                out.append(gen(rng.choice(arg[1])))
-            elif name == "CATEGORY":
-                out.append(rng.choice(_CATEGORIES.get(str(arg), "a")))
-            elif name == "AT":
-                continue
-            else:
-                raise ValueError(name)
-        return "".join(out)
-
-    def pick(alternatives: Any) -> str:
-        choices: list[str] = []
-        negate = False
-        for op, arg in alternatives:
-            name = str(op)
-            if name == "NEGATE":
-                negate = True
-            elif name == "LITERAL":
-                choices.append(chr(arg))
-            elif name == "RANGE":
-                choices.extend(chr(c) for c in range(arg[0], min(arg[1], arg[0] + 50) + 1))
-            elif name == "CATEGORY":
-                choices.extend(_CATEGORIES.get(str(arg), "a"))
-        if negate:
-            choices = [c for c in "abcdefghijklmnopqrstuvwxyz0123456789" if c not in choices]
-        return rng.choice(choices or ["a"])
-
     for _ in range(5):
         try:
-            text = gen(parsed)
+            text = _generate(parsed, rng)
         except ValueError:
             return None
         if re.fullmatch(pattern, text):
             return text
     return None
+
+
+def _generate(items: Any, rng: random.Random) -> str:
+    """A string of parsed regex ``items`` (module functions, not closures of ``from_pattern``:
+    a nested function calling itself is a reference cycle, garbage on every call)."""
+    out = []
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "ANY":
+            out.append(rng.choice("abcxyz"))
+        elif name == "IN":
+            out.append(_pick(arg, rng))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, sub = arg
+            high = min(high, low + 4) if high != _sre.MAXREPEAT else low + 4
+            out.extend(_generate(sub, rng) for _ in range(rng.randint(low, max(low, high))))
+        elif name == "SUBPATTERN":
+            out.append(_generate(arg[-1], rng))
+        elif name == "BRANCH":
+            out.append(_generate(rng.choice(arg[1]), rng))
+        elif name == "CATEGORY":
+            out.append(rng.choice(_CATEGORIES.get(str(arg), "a")))
+        elif name == "AT":
+            continue
+        else:
+            raise ValueError(name)
+    return "".join(out)
+
+
+def _pick(alternatives: Any, rng: random.Random) -> str:
+    choices: list[str] = []
+    negate = False
+    for op, arg in alternatives:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            choices.append(chr(arg))
+        elif name == "RANGE":
+            choices.extend(chr(c) for c in range(arg[0], min(arg[1], arg[0] + 50) + 1))
+        elif name == "CATEGORY":
+            choices.extend(_CATEGORIES.get(str(arg), "a"))
+    if negate:
+        choices = [c for c in "abcdefghijklmnopqrstuvwxyz0123456789" if c not in choices]
+    return rng.choice(choices or ["a"])
 
 
 def _string(schema: dict[str, Any], rng: random.Random, name: str) -> str:

@@ -84,9 +84,10 @@ def run_validator(validator: Validator, *args: Any) -> str | None:
 
 
 def validate_database(db: Database, validators: list[Validator], *, limit: int = 50,
-                      rows: list[tuple[str, str]] | None = None) -> list[str]:
-    """Every complaint of every validator over every row (or only ``rows``, as (table, key)
-    pairs), then the whole-database ones."""
+                      rows: list[tuple[str, str, dict[str, Any]]] | None = None) -> list[str]:
+    """Every complaint of every validator over every row (or only ``rows``, as (table, key,
+    record) triples the caller has read: they are not decoded again), then the whole-database
+    ones."""
     problems: list[str] = []
     for v in validators:
         if v.kind != "row":
@@ -94,7 +95,7 @@ def validate_database(db: Database, validators: list[Validator], *, limit: int =
         if v.table not in db.schema.tables:
             continue  # the loader reports it
         records = (db.items(v.table) if rows is None
-                   else [(key, db.get(table, key)) for table, key in rows if table == v.table])
+                   else [(key, record) for table, key, record in rows if table == v.table])
         for key, record in records:
             complaint = run_validator(v, record, db)
             if complaint:

@@ -322,9 +322,10 @@ class SymbolicEvents(Generator):
                 touched |= set(sync_links(db, sorted(touched)))
         except RowError as exc:
             return symbols, [], [str(exc)]
-        errors = validate_database(db, validators, rows=sorted(touched))
+        records = {(t, k): db.get(t, k) for t, k in sorted(touched)}
+        errors = validate_database(db, validators, rows=[(t, k, r) for (t, k), r in records.items()])
         order = {t: i for i, t in enumerate(schema.load_order())}
-        rows = [Row(table=t, key=k, record=db.get(t, k))
+        rows = [Row(table=t, key=k, record=records[t, k])
                 for t, k in sorted(touched, key=lambda r: (order[r[0]], r[1]))]
         return symbols, rows, errors
 

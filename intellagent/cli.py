@@ -6,6 +6,7 @@ import contextlib
 import errno
 import importlib
 import os
+import shlex
 import signal
 import sys
 import time
@@ -183,6 +184,29 @@ def output_to(path: Path, flag: str | None, instead: str | None = None) -> Itera
             raise
         hint = f": {instead}" if instead else f": give {flag} to write elsewhere" if flag else ""
         raise IntellagentError(f"cannot write here ({exc.strerror}){hint}", file=path) from None
+
+
+def may_write(folder: Path) -> None:
+    """Raise what writing into ``folder`` would meet (a file made and removed there, or in its
+    nearest folder that exists when it is not made yet): checked before work that ends there."""
+    import tempfile
+
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+def report_folder(store: Any, run_id: str, workspace: Path) -> Path:
+    """Where run ``run_id``'s reports are written in ``workspace``."""
+    return workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
+
+
+def report_elsewhere(run_id: str, workspace: Path, store_url: str | None) -> str:
+    """The command that writes run ``run_id``'s reports outside a folder one may not write (a
+    store URL stands as a placeholder: it may hold a password)."""
+    command = shlex.join(["intellagent", "report", run_id, "--workspace", str(workspace)])
+    return command + (" --store URL --out DIR" if store_url else " --out DIR")
 
 
 @click.group(cls=IntellagentGroup)
@@ -659,7 +683,15 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             click.echo(f"  the run itself would stop: {message} (role{'s' if len(roles) > 1 else ''} "
                        f"{', '.join(roles)})")
         return
-    result = inputs.run(plan, until=until)
+    if until is None:  # a run whose reports cannot be written is refused before it pays for anything
+        inputs.store  # a store it may not write is refused first, as every command refuses it
+        runs = inputs.workspace / "runs"
+        with output_to(runs, None, instead="nothing was run, as the run writes its reports here: make "
+                                           "it writable, or give --workspace a folder you may write"):
+            may_write(runs)
+    # its reports are written here, not by the runner: a folder that cannot be written after all
+    # (the one a resumed run rewrites) refuses them after the summary, the run kept
+    result = inputs.run(plan, until=until, reports=False)
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -672,6 +704,11 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             statuses = ", ".join(f"{v} {k}" for k, v in sorted(s.statuses.items()))
             click.echo(f"  {s.name}: {s.items} items ({statuses or 'none'})")
         return
+    paths, unwritten = [], None
+    try:
+        paths = _write_reports(inputs, plan, result)
+    except IntellagentError as exc:  # told after the summary
+        unwritten = exc
     outcomes = ", ".join(f"{v} {k}" for k, v in report.outcomes.items())
     click.echo(f"run {report.info.run_id}: {sum(report.outcomes.values())} items"
                + (f" ({outcomes})" if outcomes else ""))
@@ -730,9 +767,28 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
                    + ", ".join(f"{step} {n}" for step, n in degraded.items())
                    + "): made without a model call that failed and used by this run as they are; "
                      "run the same command again to make them whole")
-    for path in result.paths:
+    for path in paths:
         click.echo(f"report: {path}")
+    if unwritten is not None:
+        raise unwritten
     sys.exit(exit_code(report))
+
+
+def _write_reports(inputs: RunInputs, plan: Any, result: Any) -> list[Path]:
+    """Write a finished run's reports (a folder they cannot be written into is one line naming
+    the command that writes them elsewhere: the run is kept in the store). The seconds they took
+    are added to the run's recorded report time, which the next estimate reads."""
+    from intellagent.report import write_reports
+
+    store, workspace, run_id = inputs.store, inputs.workspace, result.run_id
+    folder = report_folder(store, run_id, workspace)
+    began = time.time()
+    with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
+                   + report_elsewhere(run_id, workspace, inputs.options["store_url"])):
+        paths = write_reports(plan, result.report, result.data, workspace, inputs.registry, folder=folder.name)
+    if timing := store.run_config(run_id).get("timing"):
+        store.update_run_config(run_id, timing=timing | {"report": round(timing["report"] + time.time() - began, 3)})
+    return paths
 
 
 def _check_otel(url: str) -> None:

@@ -5,7 +5,6 @@ against another agent, the simulated user taking over where it departs)."""
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import click
 
 from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, output_to,
-                             run_options)
+                             report_elsewhere, report_folder, run_options)
 from intellagent.errors import IntellagentError, listed
 
 
@@ -24,18 +23,6 @@ def rewrite_reports(store: Any, run_id: str, obj: Context, workspace: Path) -> l
     plan, report, data = load_run(store, run_id, obj.registry)
     folder = store.run_config(run_id).get("report_folder")
     return write_reports(plan, report, data, workspace, obj.registry, folder=folder)
-
-
-def report_folder(store: Any, run_id: str, workspace: Path) -> Path:
-    """Where run ``run_id``'s reports are written in ``workspace``."""
-    return workspace / "runs" / (store.run_config(run_id).get("report_folder") or run_id)
-
-
-def report_elsewhere(run_id: str, workspace: Path, store_url: str | None) -> str:
-    """The command that writes run ``run_id``'s reports outside a folder one may not write (a
-    store URL stands as a placeholder: it may hold a password)."""
-    command = shlex.join(["intellagent", "report", run_id, "--workspace", str(workspace)])
-    return command + (" --store URL --out DIR" if store_url else " --out DIR")
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

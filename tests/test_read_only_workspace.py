@@ -275,3 +275,71 @@ def test_mutate_on_a_store_it_may_write_beside_reports_it_may_not_prints_its_res
     written = json.loads((tmp_path / "out" / "report.json").read_text())
     assert written["info"]["run_id"] == agent and "refuse-all" in json.dumps(written["mutation"])
     assert "refuse-all" in (tmp_path / "out" / "report.html").read_text()
+
+
+def calls(ws: Path) -> int:
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        return conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+
+
+def test_a_run_whose_reports_cannot_be_written_is_refused_before_it_pays_for_anything(made, tmp_path):
+    """runs/ read-only beside a store it may write, or a read-only workspace whose store is
+    elsewhere (--store): the whole run went through, then failed as '.../runs/RUN: Permission
+    denied' with nothing printed and the run marked failed. Now it is refused in one line before
+    the run starts: no run, no model call."""
+    ws = tmp_path / "ws"
+    shutil.copytree(made, ws)
+    bare = tmp_path / "bare"  # the workspace of a store kept elsewhere
+    (bare / "runs").mkdir(parents=True)
+    store = tmp_path / "store" / "intellagent.db"
+    store.parent.mkdir()
+    before = run_ids(ws), calls(ws)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run = ["run", "airline", "--events", "2", "--model", "mock/demo"]
+    with read_only(ws / "runs"), read_only(bare):
+        beside, elsewhere = invoke([[*run, "--workspace", ws], [*run, "--workspace", bare, "--store", f"sqlite:///{store}"]],
+                                   unwritable=[ws / "runs", bare, bare / "runs"], tmp=scratch)
+    for result, folder in ((beside, ws / "runs"), (elsewhere, bare / "runs")):
+        assert_one_clean_line(result, str(folder), "cannot write here (Permission denied): nothing was run, as the "
+                              "run writes its reports here: make it writable, or give --workspace a folder you may write")
+        assert result.stdout == ""
+    assert (run_ids(ws), calls(ws)) == before
+    assert run_ids(store.parent) == [] and calls(store.parent) == 0
+
+
+def test_a_run_whose_report_folder_cannot_be_written_after_all_keeps_the_run_prints_it_and_says_what_to_do(tmp_path):
+    """A resumed run rewrites its first run's report folder, which it may not write (runs/ it
+    may: the check before the run holds): the run went through and failed as '.../runs/RUN:
+    Permission denied', marked failed, its summary unprinted. Now the run is kept in the store
+    (done), its summary printed, then one line naming the `intellagent report RUN --out DIR`
+    that writes its reports, exit 2."""
+    ws = tmp_path / "ws"
+    args = ["run", "airline", "--events", "4", "--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}",
+            "--workspace", str(ws)]
+    stopped = CliRunner().invoke(cli, [*args, "--budget", "0.5"])
+    assert stopped.exit_code == 3, stopped.output  # stopped by the budget: the next run resumes it
+    [first] = run_ids(ws)
+    folder = ws / "runs" / first
+    before = sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with read_only(folder):
+        [result] = invoke([[*args, "--budget", "1000"]], unwritable=[folder], tmp=scratch)
+    [_, resumed] = run_ids(ws)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    # the run's progress table above it on stderr, as ever; then one line
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert result.stderr.strip().splitlines()[-1] == error
+    assert error == (f"error: {folder}: cannot write here (Permission denied): the run is kept in the store; "
+                     f"write its reports elsewhere: intellagent report {resumed} --workspace {ws} --out DIR")
+    assert result.stdout.startswith(f"run {resumed}: 4 items (") and "\n  success " in result.stdout
+    assert "report: " not in result.stdout
+    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        assert dict(conn.execute("SELECT id, status FROM runs"))[resumed] == "done"
+
+    command = error.partition("elsewhere: ")[2].replace("DIR", str(tmp_path / "out"))
+    written = CliRunner().invoke(cli, shlex.split(command)[1:])
+    assert written.exit_code == 0, written.output
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["info"]["run_id"] == resumed

@@ -566,6 +566,22 @@ def says_violated(statuses: Any, status: str | None) -> bool | None:
     return None
 
 
+#: Why a judgement says nothing of the judge: it could not decide (an unfinished status, or one
+#: its step or score does not declare), or no judge looked (a status declared unjudged).
+UNDECIDED, UNLOOKED = "the judge could not decide", "no judge looked"
+
+
+def why_unjudged(statuses: Any, status: str | None) -> str | None:
+    """Why calibrate counts no answer on the judgement of ``status`` (UNDECIDED or UNLOOKED), or
+    None when it counts: one test for calibrate and for the labelling page, which asks nothing
+    calibrate would drop."""
+    if says_violated(statuses, status) is None:
+        return UNDECIDED
+    if status in statuses.unjudged:  # not the judge's "not violated": no judge looked
+        return UNLOOKED
+    return None
+
+
 def outcome_statuses(plan: Any, final: Any) -> Any:
     """The statuses the item's own outcome was judged by: its last step's, when that step judges
     (a critic); None when the item never reached one (an invalid scenario, a pipeline whose first
@@ -635,13 +651,14 @@ def calibrate(data: Any, labels: list[Label], path: Path | list[Path], by: str =
             statuses, status = (spec.statuses if spec is not None else None), score.status
             group = _group_value(score.labels[by]) if by in score.labels else f"(no {by})"
             thing = f"{name} {value}"
-        judge = says_violated(statuses, status)
-        if judge is None:
+        why = why_unjudged(statuses, status)
+        if why == UNDECIDED:
             not_judged.append(where)
             continue
-        if status in statuses.unjudged:  # not the judge's "not violated": no judge looked
+        if why == UNLOOKED:
             left_out.append(f"{where} ({status})")
             continue
+        judge = says_violated(statuses, status)
         if several and len(said) == len(labellers):
             by_labeller = {one.labeller: one.violated for one in said}
             among.append([by_labeller[name] for name in labellers])

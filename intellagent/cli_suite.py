@@ -236,7 +236,8 @@ def label(obj: Context, run: str, out: Path | None, limit: int, workspace: Path,
     """Write a labelling page for RUN: a static HTML file showing each dialog with a question per
     judgement, the judge's answer hidden until answered; it downloads the answers as a labels
     file for `intellagent calibrate`. A judgement no judge looked at (a dialog the simulated
-    user broke) is left out, and counted, as calibrate would count no answer on it."""
+    user broke) or the judge could not decide (its call failed) is left out, and counted by
+    why, as calibrate would count no answer on it."""
     from intellagent.labelling import label_page
     from intellagent.report import load_run
     from intellagent.store import open_existing

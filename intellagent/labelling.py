@@ -13,7 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from intellagent.calibration import MAX_LABELLER_NAME, outcome_statuses, says_violated
+from intellagent.calibration import (MAX_LABELLER_NAME, UNDECIDED, UNLOOKED, outcome_statuses, says_violated,
+                                     why_unjudged)
 from intellagent.results import RunData, RunItem, finals
 
 MAX_ITEMS = 5000  # items one page may hold
@@ -40,7 +41,7 @@ function reveal(q) {
   if (said === undefined) { judge.hidden = true; return; }
   judge.hidden = false;
   const agrees = (q.dataset.judge === 'true') === said;
-  judge.querySelector('.answer').className = 'answer ' + (q.dataset.judge === '' ? '' : agrees ? 'agree' : 'disagree');
+  judge.querySelector('.answer').className = 'answer ' + (agrees ? 'agree' : 'disagree');
   q.querySelectorAll('input').forEach(i => { i.checked = (i.value === String(said)); });
 }
 function count() {
@@ -127,7 +128,7 @@ class Question:
     item: str
     subject: tuple[str, str] | None
     text: str
-    judge: bool | None
+    judge: bool
     reason: str
 
     @property
@@ -136,51 +137,66 @@ class Question:
 
 
 @dataclass
+class LeftOut:
+    """The judgements a page leaves out for one reason."""
+
+    items: int = 0  # items left with no judgement to ask about (their own outcome left out)
+    rows: int = 0  # judgements of the items on the page
+    statuses: set[str] = field(default_factory=set)
+
+
+#: How the page says each reason calibrate counts no answer on a judgement.
+SAID = {UNLOOKED: ("no judge looked at", "the dialog broke before a judge could see it"),
+        UNDECIDED: ("the judge could not decide", "its judging did not finish")}
+
+
+@dataclass
 class LabelPage:
-    """A labelling page and what it leaves out: judgements whose status its step declares
-    unjudged (no judge looked: the simulated user broke the dialog), as calibrate counts no
-    answer on them; an item left with none is not shown."""
+    """A labelling page and what it leaves out: judgements calibrate counts no answer on (no
+    judge looked: the simulated user broke the dialog; or the judge could not decide: its call
+    failed), by reason; an item left with none is not shown."""
 
     html: str
     items: int = 0  # items on the page
-    left_out_items: int = 0  # items whose every judgement no judge looked at
-    left_out_rows: int = 0  # such judgements of the items that have others
-    left_out_statuses: list[str] = field(default_factory=list)
+    left_out_by: dict[str, LeftOut] = field(default_factory=dict)
 
     def left_out(self) -> str:
         """What was left out and why, in words ("" when nothing was)."""
-        if not (self.left_out_items or self.left_out_rows):
-            return ""
-        what = [f"{self.left_out_items} item(s)" if self.left_out_items else "",
-                f"{self.left_out_rows} question(s) of other items" if self.left_out_rows else ""]
-        return (f"left out: {', and '.join(w for w in what if w)}, no judge looked at "
-                f"({', '.join(self.left_out_statuses)}: the dialog broke before a judge could see it; "
-                "calibrate would count no answer on them)")
+        parts = []
+        for why, (what, because) in SAID.items():
+            if (found := self.left_out_by.get(why)) is None:
+                continue
+            counts = [f"{found.items} item(s)" if found.items else "",
+                      f"{found.rows} question(s) of other items" if found.rows else ""]
+            parts.append(f"{', and '.join(c for c in counts if c)}, {what} "
+                         f"({', '.join(sorted(found.statuses))}: {because})")
+        return f"left out: {'; '.join(parts)}; calibrate would count no answer on them" if parts else ""
 
 
 def _question(q: Question) -> str:
     """A question, the judge's answer hidden until answered."""
     name, value = q.subject or ("", "")
-    shown = {True: "violated", False: "not violated", None: "could not decide"}[q.judge]
+    shown = "violated" if q.judge else "not violated"
     return (f"<div class=question data-id='{_e(q.qid)}' data-item='{_e(q.item)}' data-subject='{_e(name)}' "
-            f"data-value='{_e(value)}' data-judge='{'' if q.judge is None else str(q.judge).lower()}'>"
+            f"data-value='{_e(value)}' data-judge='{str(q.judge).lower()}'>"
             f"<b>{q.text}</b> <label><input type=radio name='{_e(q.qid)}' value=true> yes, violated</label> "
             f"<label><input type=radio name='{_e(q.qid)}' value=false> no</label>"
             f"<div class=judge hidden>The judge: <b class=answer>{_e(shown)}</b> "
             f"<span class=muted>{_e(q.reason[:600])}</span></div></div>")
 
 
-def _questions(data: RunData, outcome: dict[str, RunItem]) -> tuple[dict[str, list[Question]], dict[str, list[str]]]:
-    """The questions of each item of ``outcome`` whose judge looked (in the run's order), and
-    per item the status of each judgement left out as no judge looked."""
+def _questions(data: RunData, outcome: dict[str, RunItem]) \
+        -> tuple[dict[str, list[Question]], dict[str, list[tuple[str, str]]]]:
+    """The questions of each item of ``outcome`` (in the run's order) calibrate would count an
+    answer on, and per item each judgement left out: why (UNLOOKED, UNDECIDED) and its status."""
     plan = data.plan
     declared = plan.declared_scores()
     asked: dict[str, list[Question]] = {}
-    unlooked: dict[str, list[str]] = {key: [] for key in outcome}
+    dropped: dict[str, list[tuple[str, str]]] = {key: [] for key in outcome}
     for key, final in outcome.items():
         statuses = outcome_statuses(plan, final)
-        if final.status in statuses.unjudged:
-            unlooked[key].append(final.status)
+        if why := why_unjudged(statuses, final.status):
+            dropped[key].append((why, final.status))
             asked[key] = []
         else:
             asked[key] = [Question(key, None, "Did the agent get this item wrong?",
@@ -192,8 +208,8 @@ def _questions(data: RunData, outcome: dict[str, RunItem]) -> tuple[dict[str, li
             spec = declared.get(score.name)
             if spec is None or not spec.subject or spec.subject not in score.labels:
                 continue
-            if spec.statuses is not None and score.status in spec.statuses.unjudged:
-                unlooked[it.item].append(score.status)
+            if why := why_unjudged(spec.statuses, score.status):
+                dropped[it.item].append((why, score.status))
                 continue
             value = str(score.labels[spec.subject])
             others = ", ".join(f"{k}: {v}" for k, v in score.labels.items() if k != spec.subject)
@@ -201,25 +217,33 @@ def _questions(data: RunData, outcome: dict[str, RunItem]) -> tuple[dict[str, li
                 + ": violated?"
             asked[it.item].append(Question(it.item, (spec.subject, value), text,
                                            says_violated(spec.statuses, score.status), f"{score.status}: {score.note}"))
-    return asked, unlooked
+    return asked, dropped
 
 
 def label_page(data: RunData, views: list[Any], *, limit: int = 100) -> LabelPage:
     """The labelling page of the run's first ``limit`` items with a judgement to label: an item
     that never reached a judging step (an invalid scenario) has none, nor has one whose every
-    judgement no judge looked at (the simulated user broke the dialog); such judgements within
-    an item shown are left out too, and counted."""
+    judgement calibrate would count no answer on (no judge looked: the simulated user broke the
+    dialog; the judge could not decide: its call failed); such judgements within an item shown
+    are left out too, and counted."""
     plan = data.plan
     subjects = sorted({spec.subject for spec in plan.declared_scores().values() if spec.subject})
     every = finals(data)
     outcome = {key: final for key, final in every.items() if outcome_statuses(plan, final) is not None}
     unreached = len(every) - len(outcome)
-    asked, unlooked = _questions(data, outcome)
+    asked, dropped = _questions(data, outcome)
     labelled = [key for key, questions in asked.items() if questions]
     keys = labelled[:limit]
-    found = LabelPage(html="", items=len(keys), left_out_items=len(asked) - len(labelled),
-                      left_out_rows=sum(len(unlooked[key]) for key in labelled),
-                      left_out_statuses=sorted({s for statuses in unlooked.values() for s in statuses}))
+    found = LabelPage(html="", items=len(keys))
+    for key, judgements in dropped.items():
+        # an item left with nothing to ask is counted once, by why its own outcome (the first) was
+        for why, status in judgements if asked[key] else judgements[:1]:
+            left = found.left_out_by.setdefault(why, LeftOut())
+            left.statuses.add(status)
+            if asked[key]:
+                left.rows += 1
+            else:
+                left.items += 1
     hidden = {name for name, step in plan.steps.items() if step.kind == "critic"}
     counts = [f"{len(keys)} of {len(labelled)} items with a judgement to label"]
     if unreached:

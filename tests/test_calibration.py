@@ -18,6 +18,7 @@ import pytest
 
 from intellagent.calibration import Agreement, Confusion, kappa_and_error
 from intellagent.cli import cli
+from intellagent.llm.errors import ProviderError
 from intellagent.llm.fabricate import fabricate
 from tests.chromium import CHROMIUM, Page
 from tests.conftest import write_env
@@ -671,7 +672,7 @@ def test_the_labelling_page_leaves_out_dialogs_no_judge_looked_at_and_says_so(ru
                                  "--limit", str(len(looked))])
     assert result.exit_code == 0, result.output
     said = f"left out: {len(broken)} item(s), no judge looked at (simulator-error: the dialog broke before a judge could see it"
-    assert result.output.splitlines()[1] == f"  {said}; calibrate would count no answer on them)"
+    assert result.output.splitlines()[1] == f"  {said}); calibrate would count no answer on them"
     page = out.read_text()
     assert html.escape(said, quote=True) in page and "no judge looked</b>" not in page
     questions = page_questions(page)
@@ -687,3 +688,55 @@ def test_the_labelling_page_leaves_out_dialogs_no_judge_looked_at_and_says_so(ru
     assert result.exit_code == 0, result.output
     found = json.loads(result.stdout)
     assert found["left_out"] == [] and found["not_judged"] == [] and found["overall"]["n"] == len(questions)
+
+
+def failing_judge(request, response_model):
+    """The critic role: a stop check finds the user's stop wrong on some dialogs (with no
+    feedback round left: simulator-error, never shown to the judge); the judge's own call fails
+    on some others (its model down: infra-error, the judge could not decide); its findings
+    elsewhere fabricated from their schema."""
+    draw = random.Random(request.key())
+    if response_model.__name__ == "StopCheck":
+        return {"correct": draw.random() >= 0.3, "feedback": "look again"}
+    if draw.random() < 0.3:
+        raise ProviderError("the judge's model is down")
+    return fabricate(response_model.model_json_schema(), draw)
+
+
+def test_the_labelling_page_leaves_out_judgements_the_judge_could_not_decide_and_says_so(runner, tmp_path):
+    """infra-error: the judge's call failed and it decided nothing. The page still asked people
+    about it ('The judge: could not decide') and calibrate dropped every answer on it (not
+    judged). Now it is left out as a dialog no judge looked at is, counted under its own reason
+    in the same sentence, and every answer the page can give counts in calibrate."""
+    shop = write_env(tmp_path)
+    ws = tmp_path / "ws"
+    result = runner.invoke(cli, ["run", str(shop), "--events", "10", "--seed", "1", "--workspace", str(ws),
+                                 "--set", "steps.dialogs.with.max_feedback=0", "--set",
+                                 "llm.roles.critic={model: mock/function, options: {function: "
+                                 "'tests.test_calibration:failing_judge'}}"])
+    assert result.exit_code == 3, result.output  # the judge's failed calls could not finish
+    report = read_report(next(ws.glob("runs/*/report.json")))
+    statuses = {item["item"]: item["status"] for item in report["items"] if item["item"]}
+    undecided = sorted(key for key, status in statuses.items() if status == "infra-error")
+    broken = sorted(key for key, status in statuses.items() if status == "simulator-error")
+    judged = [key for key, status in statuses.items() if status not in ("infra-error", "simulator-error", "invalid")]
+    assert undecided and broken and judged, statuses
+    out = tmp_path / "label.html"
+    result = runner.invoke(cli, ["label", "--workspace", str(ws), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    said = (f"left out: {len(broken)} item(s), no judge looked at (simulator-error: the dialog broke before a "
+            f"judge could see it); {len(undecided)} item(s), the judge could not decide (infra-error: its "
+            "judging did not finish); calibrate would count no answer on them")
+    assert result.output.splitlines()[1] == f"  {said}"
+    page = out.read_text()
+    assert html.escape(said, quote=True) in page and "could not decide</b>" not in page
+    questions = page_questions(page)
+    assert {q[0] for q in questions} == set(judged)
+    assert not any(f"id='item-{key}'" in page for key in undecided)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("item,policy,violated\n" + "".join(f"{item},{value},true\n" for item, _, value, _, _ in questions))
+    found = json.loads(calibrate(runner, ws, labels, "--json").stdout)
+    assert found["left_out"] == [] and found["not_judged"] == [] and found["overall"]["n"] == len(questions)
+    # an answer on an undecided dialog is one calibrate drops: the page asks none
+    labels.write_text("item,policy,violated\n" + "".join(f"{item},,true\n" for item in undecided))
+    assert json.loads(calibrate(runner, ws, labels, "--json").stdout)["not_judged"] == undecided

@@ -7,6 +7,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -132,6 +133,56 @@ def test_a_database_closed_while_a_tool_call_is_inside_a_transaction_closes_when
     with pytest.raises(sqlite3.ProgrammingError):
         db.conn.execute("SELECT 1")  # and it was closed as the transaction ended
 
+
+class SlowClose:
+    """sqlite3's connection, its close taking 0.2 s: what it runs meanwhile is noted (on a real
+    connection, a statement run while it is freed crashes the process)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.closing, self.closed, self.during_close = conn, threading.Event(), False, []
+
+    def execute(self, sql: str, *args):
+        if self.closing.is_set():
+            self.during_close.append(sql)
+        if self.closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        return self.conn.execute(sql, *args)
+
+    def close(self) -> None:
+        self.closing.set()
+        time.sleep(0.2)
+        self.closed = True
+        self.closing.clear()
+        self.conn.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+
+def test_a_transaction_beginning_as_its_database_closes_waits_and_is_told_it_is_closed(shop):
+    """Ctrl-C on a run: its dialogs close their databases while tool calls in other threads are
+    beginning theirs. close() looked for an open transaction, then closed outside its lock: a
+    transaction that began in between ran its SAVEPOINT on a connection being freed (a segfault
+    in 1 of 3 runs of the Ctrl-C test). Now the close and that check are one step: the
+    transaction waits for it, then meets sqlite3's error for a closed database."""
+    db = load_environment(shop).seed_database()
+    conn = db.__dict__["conn"] = SlowClose(db.conn)
+    told = []
+
+    def tool_call():
+        conn.closing.wait(5)
+        try:
+            with db.transaction():
+                db.get("customers", "c1")
+        except sqlite3.ProgrammingError as exc:
+            told.append(str(exc))
+
+    thread = threading.Thread(target=tool_call)
+    thread.start()
+    db.close()
+    thread.join(5)
+    assert conn.during_close == []
+    assert told == ["Cannot operate on a closed database."]
 
 def test_diff_names_changed_fields_added_and_removed_rows(shop):
     db = load_environment(shop).seed_database()

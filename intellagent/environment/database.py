@@ -265,12 +265,14 @@ class Database:
 
     def close(self) -> None:
         """Close the connection, or, while a transaction is open (a tool call in another thread),
-        as soon as it ends: sqlite3 freed under a running statement crashes the process."""
+        as soon as it ends: sqlite3 freed under a running statement crashes the process. Checked
+        and closed under one lock, so no transaction begins in between (one that begins after
+        meets sqlite3's error for a closed database, not a freed one)."""
         with self._state:
             if self._depth:
                 self._close_when_done = True
                 return
-        self.conn.close()
+            self.conn.close()
 
     def __del__(self) -> None:
         # sqlite3 keeps a connection in a reference cycle (its statement cache refers back to
@@ -302,9 +304,8 @@ class Database:
         finally:
             with self._state:
                 self._depth -= 1
-                closing = not self._depth and self._close_when_done
-            if closing:
-                self.conn.close()
+                if not self._depth and self._close_when_done:
+                    self.conn.close()
 
     # -- records ------------------------------------------------------------------------
 

@@ -209,6 +209,33 @@ def report_elsewhere(run_id: str, workspace: Path, store_url: str | None) -> str
     return command + (" --store URL --out DIR" if store_url else " --out DIR")
 
 
+def refuse_unwritable_reports(workspace: Path) -> None:
+    """Refuse, before it pays for anything, a run whose reports cannot be written into
+    ``workspace``: one line naming its runs/ folder and what to do."""
+    runs = workspace / "runs"
+    with output_to(runs, None, instead="nothing was run, as the run writes its reports here: make "
+                                       "it writable, or give --workspace a folder you may write"):
+        may_write(runs)
+
+
+def write_run_reports(plan: Any, result: Any, store: Any, workspace: Path, registry: Any,
+                      store_url: str | None) -> list[Path]:
+    """Write a finished run's reports (a folder they cannot be written into is one line naming
+    the command that writes them elsewhere: the run is kept in the store). The seconds they took
+    are added to the run's recorded report time, which the next estimate reads."""
+    from intellagent.report import write_reports
+
+    run_id = result.run_id
+    folder = report_folder(store, run_id, workspace)
+    began = time.time()
+    with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
+                   + report_elsewhere(run_id, workspace, store_url)):
+        paths = write_reports(plan, result.report, result.data, workspace, registry, folder=folder.name)
+    if timing := store.run_config(run_id).get("timing"):
+        store.update_run_config(run_id, timing=timing | {"report": round(timing["report"] + time.time() - began, 3)})
+    return paths
+
+
 @click.group(cls=IntellagentGroup)
 @click.version_option(__version__, prog_name="intellagent")
 @click.option("--disable-plugin", "disable", multiple=True, metavar="NAME",
@@ -685,10 +712,7 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
         return
     if until is None:  # a run whose reports cannot be written is refused before it pays for anything
         inputs.store  # a store it may not write is refused first, as every command refuses it
-        runs = inputs.workspace / "runs"
-        with output_to(runs, None, instead="nothing was run, as the run writes its reports here: make "
-                                           "it writable, or give --workspace a folder you may write"):
-            may_write(runs)
+        refuse_unwritable_reports(inputs.workspace)
     # its reports are written here, not by the runner: a folder that cannot be written after all
     # (the one a resumed run rewrites) refuses them after the summary, the run kept
     result = inputs.run(plan, until=until, reports=False)
@@ -706,7 +730,8 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
         return
     paths, unwritten = [], None
     try:
-        paths = _write_reports(inputs, plan, result)
+        paths = write_run_reports(plan, result, inputs.store, inputs.workspace, inputs.registry,
+                                  inputs.options["store_url"])
     except IntellagentError as exc:  # told after the summary
         unwritten = exc
     outcomes = ", ".join(f"{v} {k}" for k, v in report.outcomes.items())
@@ -772,23 +797,6 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     if unwritten is not None:
         raise unwritten
     sys.exit(exit_code(report))
-
-
-def _write_reports(inputs: RunInputs, plan: Any, result: Any) -> list[Path]:
-    """Write a finished run's reports (a folder they cannot be written into is one line naming
-    the command that writes them elsewhere: the run is kept in the store). The seconds they took
-    are added to the run's recorded report time, which the next estimate reads."""
-    from intellagent.report import write_reports
-
-    store, workspace, run_id = inputs.store, inputs.workspace, result.run_id
-    folder = report_folder(store, run_id, workspace)
-    began = time.time()
-    with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
-                   + report_elsewhere(run_id, workspace, inputs.options["store_url"])):
-        paths = write_reports(plan, result.report, result.data, workspace, inputs.registry, folder=folder.name)
-    if timing := store.run_config(run_id).get("timing"):
-        store.update_run_config(run_id, timing=timing | {"report": round(timing["report"] + time.time() - began, 3)})
-    return paths
 
 
 def _check_otel(url: str) -> None:

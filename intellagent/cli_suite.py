@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, output_to,
-                             report_elsewhere, report_folder, run_options)
+                             refuse_unwritable_reports, report_elsewhere, report_folder, run_options,
+                             write_run_reports)
 from intellagent.errors import IntellagentError, listed
 
 
@@ -353,10 +354,19 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
                                "kit's simulated users do)", item="replay")
     _events_unchanged(recorded_plan, plan)
     env = _recorded_environment(registry, config, info)
+    refuse_unwritable_reports(workspace)
     recording = Recording(store, run_id, plan, text)
+    # its reports are written here, as `run` writes them: a folder that cannot be written after
+    # all (the one a resumed replay rewrites) refuses them after the summary, the run kept
     result = drive(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
-                            cache=False if no_cache else None, hooks=registry.pm, replay=recording))
+                            cache=False if no_cache else None, hooks=registry.pm, replay=recording,
+                            reports=False))
     report = result.report
+    paths, unwritten = [], None
+    try:
+        paths = write_run_reports(plan, result, store, workspace, registry, store_url)
+    except IntellagentError as exc:  # told after the summary
+        unwritten = exc
     from intellagent.report import load_run
 
     _, recorded_report, recorded_data = load_run(store, run_id, registry)
@@ -368,8 +378,10 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
         click.echo(f"  {r.line()}")
     for line in report.headlines():
         click.echo(f"  {line}")
-    for path in result.paths:
+    for path in paths:
         click.echo(f"report: {path}")
     click.echo(f"compare: intellagent compare {run_id} {result.run_id}")
+    if unwritten is not None:
+        raise unwritten
     sys.exit(exit_code(report))
 

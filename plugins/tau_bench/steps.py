@@ -88,6 +88,10 @@ class TauTasks(Sampler):
     Config = TasksConfig
     output = list[TaskSpec]
 
+    def label_values(self, env) -> dict[str, list[Any]]:
+        """Its tasks' trials: a gate on a pass^k past them is refused before the run."""
+        return {"trial": list(range(self.config.trials))}
+
     def run(self, ctx) -> list[TaskSpec]:
         path = task_file(ctx.env, self.config.tasks)
         tasks = read_tasks(path, ctx.env)

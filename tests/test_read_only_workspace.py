@@ -308,6 +308,28 @@ def test_a_run_whose_reports_cannot_be_written_is_refused_before_it_pays_for_any
     assert run_ids(store.parent) == [] and calls(store.parent) == 0
 
 
+def kept_and_told(result, folder: Path, ws: Path, resumed: str, before: list, out: Path) -> dict:
+    """A run (or replay) whose report folder it found it may not write only at the end: exit 2,
+    its progress table on stderr as ever then one line naming the command that writes its
+    reports elsewhere, no report listed or written, the run kept done; that command writes
+    them. Returns the report.json it wrote."""
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
+    assert result.stderr.strip().splitlines()[-1] == error
+    assert error == (f"error: {folder}: cannot write here (Permission denied): the run is kept in the store; "
+                     f"write its reports elsewhere: intellagent report {resumed} --workspace {ws} --out DIR")
+    assert "report: " not in result.stdout
+    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
+    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
+        assert dict(conn.execute("SELECT id, status FROM runs"))[resumed] == "done"
+    command = error.partition("elsewhere: ")[2].replace("DIR", str(out))
+    written = CliRunner().invoke(cli, shlex.split(command)[1:])
+    assert written.exit_code == 0, written.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["info"]["run_id"] == resumed
+    return report
+
+
 def test_a_run_whose_report_folder_cannot_be_written_after_all_keeps_the_run_prints_it_and_says_what_to_do(tmp_path):
     """A resumed run rewrites its first run's report folder, which it may not write (runs/ it
     may: the check before the run holds): the run went through and failed as '.../runs/RUN:
@@ -327,22 +349,8 @@ def test_a_run_whose_report_folder_cannot_be_written_after_all_keeps_the_run_pri
     with read_only(folder):
         [result] = invoke([[*args, "--budget", "1000"]], unwritable=[folder], tmp=scratch)
     [_, resumed] = run_ids(ws)
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    # the run's progress table above it on stderr, as ever; then one line
-    [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
-    assert result.stderr.strip().splitlines()[-1] == error
-    assert error == (f"error: {folder}: cannot write here (Permission denied): the run is kept in the store; "
-                     f"write its reports elsewhere: intellagent report {resumed} --workspace {ws} --out DIR")
     assert result.stdout.startswith(f"run {resumed}: 4 items (") and "\n  success " in result.stdout
-    assert "report: " not in result.stdout
-    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
-    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
-        assert dict(conn.execute("SELECT id, status FROM runs"))[resumed] == "done"
-
-    command = error.partition("elsewhere: ")[2].replace("DIR", str(tmp_path / "out"))
-    written = CliRunner().invoke(cli, shlex.split(command)[1:])
-    assert written.exit_code == 0, written.output
-    assert json.loads((tmp_path / "out" / "report.json").read_text())["info"]["run_id"] == resumed
+    kept_and_told(result, folder, ws, resumed, before, tmp_path / "out")
 
 
 def test_a_replay_whose_reports_cannot_be_written_is_refused_before_it_pays_for_anything(made, tmp_path):
@@ -397,22 +405,7 @@ def test_a_replay_whose_report_folder_cannot_be_written_after_all_keeps_the_run_
         [result] = invoke([[*args, "--set", "llm.budget_usd=1000"]], unwritable=[folder], tmp=scratch)
     [*_, resumed] = run_ids(ws)
     assert resumed != first
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    # the replay's progress table above it on stderr, as ever; then one line
-    [error] = [line for line in result.stderr.splitlines() if line.startswith("error")]
-    assert result.stderr.strip().splitlines()[-1] == error
-    assert error == (f"error: {folder}: cannot write here (Permission denied): the run is kept in the store; "
-                     f"write its reports elsewhere: intellagent report {resumed} --workspace {ws} --out DIR")
     assert result.stdout.startswith(f"replay of run {recorded_id} as run {resumed}: 4 dialog(s), ")
     assert "\n  success " in result.stdout and f"compare: intellagent compare {recorded_id} {resumed}" in result.stdout
-    assert "report: " not in result.stdout
-    assert sorted((str(p), p.stat().st_size) for p in (ws / "runs").rglob("*")) == before
-    with contextlib.closing(sqlite3.connect(ws / "intellagent.db")) as conn:
-        assert dict(conn.execute("SELECT id, status FROM runs"))[resumed] == "done"
-
-    command = error.partition("elsewhere: ")[2].replace("DIR", str(tmp_path / "out"))
-    written = CliRunner().invoke(cli, shlex.split(command)[1:])
-    assert written.exit_code == 0, written.output
-    written_report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert written_report["info"]["run_id"] == resumed
-    assert written_report["info"]["provenance"]["replays"] == recorded_id
+    written = kept_and_told(result, folder, ws, resumed, before, tmp_path / "out")
+    assert written["info"]["provenance"]["replays"] == recorded_id

@@ -282,29 +282,41 @@ def calls(ws: Path) -> int:
         return conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
 
 
-def test_a_run_whose_reports_cannot_be_written_is_refused_before_it_pays_for_anything(made, tmp_path):
-    """runs/ read-only beside a store it may write, or a read-only workspace whose store is
-    elsewhere (--store): the whole run went through, then failed as '.../runs/RUN: Permission
-    denied' with nothing printed and the run marked failed. Now it is refused in one line before
-    the run starts: no run, no model call."""
+def refused_beside_and_elsewhere(made: Path, tmp_path: Path, command: list[str], *, store_copied: bool) -> tuple:
+    """``command`` with runs/ read-only beside a store it may write, and in a read-only workspace
+    whose store is elsewhere (--store; a copy of the made one, or a new one): each refused in
+    one line naming that runs/, nothing printed, no run and no model call in the workspace's
+    store. Returns the store kept elsewhere, and the workspace's (runs, calls) before."""
     ws = tmp_path / "ws"
     shutil.copytree(made, ws)
     bare = tmp_path / "bare"  # the workspace of a store kept elsewhere
     (bare / "runs").mkdir(parents=True)
     store = tmp_path / "store" / "intellagent.db"
     store.parent.mkdir()
+    if store_copied:
+        shutil.copyfile(ws / "intellagent.db", store)
     before = run_ids(ws), calls(ws)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    run = ["run", "airline", "--events", "2", "--model", "mock/demo"]
     with read_only(ws / "runs"), read_only(bare):
-        beside, elsewhere = invoke([[*run, "--workspace", ws], [*run, "--workspace", bare, "--store", f"sqlite:///{store}"]],
+        beside, elsewhere = invoke([[*command, "--workspace", ws],
+                                    [*command, "--workspace", bare, "--store", f"sqlite:///{store}"]],
                                    unwritable=[ws / "runs", bare, bare / "runs"], tmp=scratch)
     for result, folder in ((beside, ws / "runs"), (elsewhere, bare / "runs")):
         assert_one_clean_line(result, str(folder), "cannot write here (Permission denied): nothing was run, as the "
                               "run writes its reports here: make it writable, or give --workspace a folder you may write")
         assert result.stdout == ""
     assert (run_ids(ws), calls(ws)) == before
+    return store, before
+
+
+def test_a_run_whose_reports_cannot_be_written_is_refused_before_it_pays_for_anything(made, tmp_path):
+    """runs/ read-only beside a store it may write, or a read-only workspace whose store is
+    elsewhere (--store): the whole run went through, then failed as '.../runs/RUN: Permission
+    denied' with nothing printed and the run marked failed. Now it is refused in one line before
+    the run starts: no run, no model call."""
+    store, _ = refused_beside_and_elsewhere(made, tmp_path, ["run", "airline", "--events", "2", "--model", "mock/demo"],
+                                            store_copied=False)
     assert run_ids(store.parent) == [] and calls(store.parent) == 0
 
 
@@ -358,26 +370,8 @@ def test_a_replay_whose_reports_cannot_be_written_is_refused_before_it_pays_for_
     is elsewhere (--store): the whole replay went through, then failed as '.../runs/RUN:
     Permission denied', the replay marked failed. Now it is refused in one line before it
     starts: no run, no model call."""
-    ws = tmp_path / "ws"
-    shutil.copytree(made, ws)
-    bare = tmp_path / "bare"  # the workspace of a store kept elsewhere
-    (bare / "runs").mkdir(parents=True)
-    store = tmp_path / "store" / "intellagent.db"
-    store.parent.mkdir()
-    shutil.copyfile(ws / "intellagent.db", store)
-    before = run_ids(ws), calls(ws)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
     replay = ["replay", "latest", "--no-cache"]  # every call a paid one, were it made
-    with read_only(ws / "runs"), read_only(bare):
-        beside, elsewhere = invoke([[*replay, "--workspace", ws],
-                                    [*replay, "--workspace", bare, "--store", f"sqlite:///{store}"]],
-                                   unwritable=[ws / "runs", bare, bare / "runs"], tmp=scratch)
-    for result, folder in ((beside, ws / "runs"), (elsewhere, bare / "runs")):
-        assert_one_clean_line(result, str(folder), "cannot write here (Permission denied): nothing was run, as the "
-                              "run writes its reports here: make it writable, or give --workspace a folder you may write")
-        assert result.stdout == ""
-    assert (run_ids(ws), calls(ws)) == before
+    store, before = refused_beside_and_elsewhere(made, tmp_path, replay, store_copied=True)
     assert (run_ids(store.parent), calls(store.parent)) == before
 
 

@@ -315,7 +315,8 @@ def _events_unchanged(recorded: Any, plan: Any) -> None:
                    "normalising case and white space), fuzzy[:N] (token-sort ratio ≥ N, 90), any "
                    "(only tool calls compared), or module:function (f(new, recorded) -> bool; one "
                    "that raises stops the replay with exit 2).")
-@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses.")
+@click.option("--no-cache", is_flag=True, help="Do not reuse cached model responses or agent turns "
+              "from the dialogs on (the steps before them are the recorded run's all the same).")
 @WORKSPACE_OPTION
 @STORE_OPTION
 @click.pass_obj

@@ -93,6 +93,11 @@ class ItemMaker:
         self.observe = observe  # told of agent turns and tool calls inside an item
         self.recording = recording  # the run being replayed: its outputs of the agent's steps
         self._recorded: dict[str, Any] = {}  # item key → the recorded item it replays
+        # a replay's steps before the agent's (the events it replays) are the recorded run's,
+        # --no-cache or not: made again by a model, they would be other events
+        self._as_recorded = set() if recording is None else {
+            name for step in plan.steps.values() if step.uses_agent
+            for name in plan.upstream(step.name) if not plan.steps[name].uses_agent}
         self.made = 0  # items this process computed
         self._static: dict[str, str] = {}
 
@@ -137,7 +142,7 @@ class ItemMaker:
             self._recorded[key] = recorded
         # --no-cache: every model call and every agent turn again (a step that calls neither is
         # the same computation on the same inputs: its stored item stands)
-        reusable = self.llm.cache_enabled or not (step.roles or step.uses_agent)
+        reusable = self.llm.cache_enabled or not (step.roles or step.uses_agent) or step.name in self._as_recorded
         held = self.stored(step, key, this_run_only=not reusable)
         if held is None:
             draw = content_hash(hashes) if hashes else None

@@ -385,3 +385,22 @@ def test_a_run_replayed_with_its_own_agent_keeps_its_verdicts_and_calls_no_model
         assert {i["item"]: (i["status"], i["value"]) for i in after["items"] if i["step"] == step} == old, step
     assert after["outcomes"] == before["outcomes"]
     assert all(i["scores"][0]["status"] == "followed" for i in after["items"] if i["step"] == "dialogs")
+
+
+def test_a_replay_without_the_cache_replays_the_recorded_events_and_asks_no_model_for_them(runner, tmp_path):
+    """--no-cache: the dialogs and what follows them are made anew, but the steps before them
+    are the recorded run's: the replay made the policy graph and the events again with the
+    model (other events, with a real one), paying for calls the replay is not about."""
+    ws = tmp_path / "ws"
+    recorded = runner.invoke(cli, ["run", "airline", "--events", "3", "--model", "mock/demo", "--workspace", str(ws)])
+    assert recorded.exit_code in (0, 1), recorded.output
+    store = Store.for_workspace(ws)
+    run_id = store.resolve_run("latest")
+    result = runner.invoke(cli, ["replay", run_id, "--no-cache", "--workspace", str(ws)])
+    assert result.exit_code in (0, 1), result.output
+    new = replayed_run(result)
+    stages = {c.stage for c in store.calls(new) if not c.cached}
+    assert stages and not stages & {"graph", "events"}, stages
+    for step in ("graph", "events"):
+        assert [r["key"] for r in store.run_items(new, step)] == [r["key"] for r in store.run_items(run_id, step)]
+    assert "verdicts" in stages  # from the dialogs on, made anew

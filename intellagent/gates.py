@@ -93,12 +93,17 @@ def path_problem(gate: Gate, metrics: dict[str, Any], plan: Any, env: Any) -> st
     ``env``, where the metric knows them before the run (its ``groups(plan, env)`` and
     ``values(plan, env)``; None from either: only the run tells); None when it can."""
     found = _metric_of(gate.path, metrics)
-    if found is None or not found[1]:
+    if found is None:
         return None
     name, rest = found
-    groups = _asked(metrics[name], "groups", plan, env)
     values = _asked(metrics[name], "values", plan, env)
     own = values.own if values is not None else None
+    if not rest:  # its main figure: one of MAIN, or its only value
+        if own is None or len(own) < 2 or any(key in own for key in MAIN):
+            return None
+        return (f"gate '{gate.text()}' names {name}, which has no single figure: name one "
+                f"({listed([f'{name}.{k}' for k in own])})")
+    groups = _asked(metrics[name], "groups", plan, env)
     per_group = values.per_group if values is not None else None
     head, single = rest[0], len(rest) == 1
     if single and head in (own or []):

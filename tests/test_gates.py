@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from intellagent.cli import cli
-from intellagent.gates import Gate, evaluate, fail_under, parse_gate, value_of
+from intellagent.gates import MAIN, Gate, evaluate, fail_under, parse_gate, value_of
 from intellagent.metrics import Column, MetricResult
 from intellagent.errors import IntellagentError
 from tests.conftest import REPO, TAU_BENCH
@@ -219,6 +219,8 @@ NO_MODEL = ["--model", "mock/function", "--set", "llm.default.options.function=t
     ("failed-by.policy.fial=0", "names value 'fial', which no group of failed-by gives: did you mean 'fail'?"),
     ("coverage.polices=0.5", "names value 'polices' of coverage, which it cannot give: did you mean 'policies'? "
                              "(its values: policies, pairs)"),
+    ("coverage=0.5", "gate 'coverage >= 0.5' names coverage, which has no single figure: name one "
+                     "(coverage.policies, coverage.pairs)"),
     ("policies.P1.violaton_rate=0", "did you mean 'violation_rate'?"),
     ("invalid-events.itms=0", "names value 'itms' of invalid-events, which it cannot give: did you mean 'items'?"),
 ])
@@ -276,7 +278,9 @@ def reported_paths(report: dict) -> list[str]:
     for name, metric in report["metrics"].items():
         groups = [c["key"] for c in metric["columns"] if c["group"]]
         text = {c["key"] for c in metric["columns"] if c["kind"] == "text"}
-        paths += [name, *(f"{name}.{key}" for key in metric["values"])]
+        # a bare name: its main figure (a lone count is not one: another run may count other statuses)
+        single = any(key in metric["values"] for key in MAIN)
+        paths += [*([name] if single else []), *(f"{name}.{key}" for key in metric["values"])]
         for row in metric["rows"]:
             for group in (str(row[g]) for g in groups if g in row):
                 if not set(group) & set(".<>="):

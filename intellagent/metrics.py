@@ -127,6 +127,13 @@ class Metric:
         score or a status no step of the pipeline declares."""
         return {}
 
+    def labels(self) -> dict[str, str]:
+        """The score labels it reads, each with what becomes of it when no score it reads
+        carries that label (``validate`` refuses it, where those scores declare their labels):
+        by default those it groups ``by``."""
+        by = getattr(self.config, "by", None)
+        return {label: "every group would be empty" for label in by} if isinstance(by, list) else {}
+
     def compute(self, data: Any) -> MetricResult:
         raise NotImplementedError
 
@@ -331,6 +338,10 @@ class PassHatKMetric(Metric):
 
     def reads(self) -> dict[str, list[str]]:
         return {self.config.score: [*(self.config.passed or []), *(self.config.failed or [])]}
+
+    def labels(self) -> dict[str, str]:
+        return {self.config.group: "no trial would count",
+                **({self.config.trial: "its trials could not be counted before the run"} if self.config.trial else {})}
 
     def bounds(self, path: list[str]) -> tuple[float, float] | None:
         return (0.0, 1.0)  # every pass^k is a probability

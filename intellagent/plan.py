@@ -729,12 +729,11 @@ def _unknown_scores(metric: Any, declared: dict[str, ScoreSpec]) -> str | None:
                 return (f"names status '{status}' of score '{score}', which no step declares "
                         f"(its statuses: {', '.join(known) or 'none: it is a value'})")
     labels = {label for score in reads for label in declared[score].labels}
-    by = getattr(getattr(metric, "config", None), "by", None)
-    if labels and isinstance(by, list):  # (a score declaring no labels is not checked)
-        for label in by:
+    if labels:  # (a score declaring no labels is not checked)
+        for label, otherwise in (metric.labels() if hasattr(metric, "labels") else {}).items():
             if label not in labels:
-                return (f"groups by label '{label}', which no score it reads carries (their labels: "
-                        f"{', '.join(sorted(labels))}): every group would be empty")
+                return (f"reads label '{label}', which no score it reads carries (their labels: "
+                        f"{', '.join(sorted(labels))}): {otherwise}")
     return None
 
 

@@ -163,5 +163,18 @@ def test_validate_refuses_a_metric_grouping_by_a_label_no_score_it_reads_carries
     for command in (["validate", str(tmp_path / "p.yaml")],
                     ["run", "education", "--pipeline", str(tmp_path / "p.yaml"), "--workspace", str(tmp_path / "ws")]):
         assert_one_clean_line(runner.invoke(cli, command), f"p.yaml:{line}",
-                              f"metrics.{metric}: groups by label '{label}', which no score it reads carries")
+                              f"metrics.{metric}: reads label '{label}', which no score it reads carries")
     assert not (tmp_path / "ws").exists()
+
+
+@pytest.mark.parametrize("old,new", [("trial: trial}", "trial: trail}"), ("group: task,", "group: tsak,")])
+def test_validate_refuses_a_pass_hat_k_naming_a_label_its_score_does_not_carry(old, new, runner, tmp_path):
+    """A misspelt group left every trial out (pass^k over no group); a misspelt trial label left
+    a gate on pass^4 with 3 trials to fail after the whole run."""
+    text = (REPO / "plugins" / "apigen_mt" / "pipeline.yaml").read_text()
+    assert old in text
+    (tmp_path / "p.yaml").write_text(text.replace(old, new))
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if old in row)
+    label = new.split(": ")[1].strip("},")
+    assert_one_clean_line(runner.invoke(cli, ["validate", str(tmp_path / "p.yaml")]), f"p.yaml:{line}",
+                          f"metrics.pass-hat-k: reads label '{label}', which no score it reads carries")

@@ -29,7 +29,10 @@ from intellagent.store import HOST, Store
 from intellagent_plugins.reporters.writers import read_report
 
 PRICED = ["--set", "llm.prices.mock/schema={input: 10.0, output: 30.0}"]
-ARGS = [sys.executable, "-m", "intellagent", "run", "retail", "--events", "24", *PRICED]
+
+
+def run_args(events: int = 24) -> list[str]:
+    return [sys.executable, "-m", "intellagent", "run", "retail", "--events", str(events), *PRICED]
 
 
 def report_of(workspace: Path) -> dict:
@@ -53,10 +56,11 @@ def finished(workspace: Path) -> int:
 
 @pytest.mark.slow  # kills a run in a subprocess
 def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
+    args = run_args(120)  # enough events that the kill comes while dialogs still run
     reference = tmp_path / "reference"
-    assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(args + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
     ws = tmp_path / "killed"
-    proc = subprocess.Popen(ARGS + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(args + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -71,7 +75,7 @@ def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
     with sqlite3.connect(ws / "intellagent.db") as conn:  # not left 'running' forever
         assert conn.execute("SELECT status FROM runs WHERE id = ?", (killed,)).fetchone()[0] == "interrupted"
 
-    resumed = subprocess.run(ARGS + ["--workspace", str(ws)], capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(args + ["--workspace", str(ws)], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     a, b = report_of(reference), report_of(ws)
     assert comparable(a) == comparable(b)
@@ -92,8 +96,9 @@ def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path, sent):
     the same command again finishes it. A SIGTERM (a cancelled CI job) killed the process with
     143 and left the run 'running': it ends the same way."""
     ws = tmp_path / "ws"
-    proc = subprocess.Popen(ARGS + ["--workspace", str(ws)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # enough events that the signal comes while dialogs still run (24 could all finish first)
+    args = [*run_args(120), "--workspace", str(ws)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         try:
@@ -108,9 +113,9 @@ def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path, sent):
     assert err.strip().splitlines() == ["error: interrupted: run the same command again to go on where it stopped"]
     with sqlite3.connect(ws / "intellagent.db") as conn:
         assert [s for s, in conn.execute("SELECT status FROM runs")] == ["interrupted"]
-    resumed = subprocess.run(ARGS + ["--workspace", str(ws)], capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert finished(ws) == 24
+    assert finished(ws) == 120
 
 
 def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):
@@ -168,9 +173,9 @@ def test_the_stored_config_names_the_models_really_used(runner, tmp_path):
 @pytest.mark.slow  # two processes
 def test_two_processes_on_one_workspace(tmp_path):
     reference = tmp_path / "one"
-    assert subprocess.run(ARGS + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
+    assert subprocess.run(run_args() + ["--workspace", str(reference)], capture_output=True, timeout=300).returncode == 0
     shared = tmp_path / "two"
-    procs = [subprocess.Popen(ARGS + ["--workspace", str(shared)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [subprocess.Popen(run_args() + ["--workspace", str(shared)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=dict(os.environ, PYTHONHASHSEED=str(i))) for i in (1, 2)]
     outs = [p.communicate(timeout=300) for p in procs]
     for proc, (out, err) in zip(procs, outs):

@@ -218,22 +218,19 @@ def refuse_unwritable_reports(workspace: Path) -> None:
         may_write(runs)
 
 
-def write_run_reports(plan: Any, result: Any, store: Any, workspace: Path, registry: Any,
-                      store_url: str | None) -> list[Path]:
-    """Write a finished run's reports (a folder they cannot be written into is one line naming
-    the command that writes them elsewhere: the run is kept in the store). The seconds they took
-    are added to the run's recorded report time, which the next estimate reads."""
-    from intellagent.report import write_reports
-
-    run_id = result.run_id
-    folder = report_folder(store, run_id, workspace)
-    began = time.time()
-    with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
-                   + report_elsewhere(run_id, workspace, store_url)):
-        paths = write_reports(plan, result.report, result.data, workspace, registry, folder=folder.name)
-    if timing := store.run_config(run_id).get("timing"):
-        store.update_run_config(run_id, timing=timing | {"report": round(timing["report"] + time.time() - began, 3)})
-    return paths
+def unwritten_reports(result: Any, store: Any, workspace: Path, store_url: str | None) -> IntellagentError | None:
+    """The one line for a run whose report folder it found it may not write at the end (the
+    run kept in the store, done), naming the command that writes its reports elsewhere; None
+    when its reports were written."""
+    if result.unwritten is None:
+        return None
+    folder = report_folder(store, result.run_id, workspace)
+    try:
+        with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
+                       + report_elsewhere(result.run_id, workspace, store_url)):
+            raise result.unwritten
+    except IntellagentError as exc:
+        return exc
 
 
 @click.group(cls=IntellagentGroup)
@@ -656,9 +653,10 @@ class RunInputs:
         return gates
 
     def run(self, plan: Any, *, until: str | None = None, progress_stream: Any = None,
-            reports: bool = True) -> Any:
+            reports: bool = True, keep_unwritten: bool = False) -> Any:
         """Run ``plan`` (one of :meth:`plan`'s) with the options given (``reports`` False: its
-        reports are not written, the caller writes them)."""
+        reports are not written, the caller writes them; ``keep_unwritten``: a report folder it
+        may not write is in the result, the run kept)."""
         from intellagent.progress import DEFAULT_EVERY
         from intellagent.runner import drive, run_plan
 
@@ -672,7 +670,7 @@ class RunInputs:
                               progress_every=self.options.get("progress_every", DEFAULT_EVERY),
                               quiet=self.options.get("quiet", False),
                               otel=self.options.get("otel"), started=started,
-                              reports=reports))
+                              reports=reports, keep_unwritten=keep_unwritten))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -713,9 +711,9 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
     if until is None:  # a run whose reports cannot be written is refused before it pays for anything
         inputs.store  # a store it may not write is refused first, as every command refuses it
         refuse_unwritable_reports(inputs.workspace)
-    # its reports are written here, not by the runner: a folder that cannot be written after all
-    # (the one a resumed run rewrites) refuses them after the summary, the run kept
-    result = inputs.run(plan, until=until, reports=False)
+    # a report folder that cannot be written after all (the one a resumed run rewrites): the
+    # run kept, said after its summary
+    result = inputs.run(plan, until=until, keep_unwritten=True)
     report = result.report
     if report is None:
         from intellagent.results import summarize
@@ -728,12 +726,7 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
             statuses = ", ".join(f"{v} {k}" for k, v in sorted(s.statuses.items()))
             click.echo(f"  {s.name}: {s.items} items ({statuses or 'none'})")
         return
-    paths, unwritten = [], None
-    try:
-        paths = write_run_reports(plan, result, inputs.store, inputs.workspace, inputs.registry,
-                                  inputs.options["store_url"])
-    except IntellagentError as exc:  # told after the summary
-        unwritten = exc
+    unwritten = unwritten_reports(result, inputs.store, inputs.workspace, inputs.options["store_url"])
     outcomes = ", ".join(f"{v} {k}" for k, v in report.outcomes.items())
     click.echo(f"run {report.info.run_id}: {sum(report.outcomes.values())} items"
                + (f" ({outcomes})" if outcomes else ""))
@@ -792,7 +785,7 @@ def run(ctx: click.Context, until: str | None, estimate: bool, **options: Any) -
                    + ", ".join(f"{step} {n}" for step, n in degraded.items())
                    + "): made without a model call that failed and used by this run as they are; "
                      "run the same command again to make them whole")
-    for path in paths:
+    for path in result.paths:
         click.echo(f"report: {path}")
     if unwritten is not None:
         raise unwritten

@@ -13,7 +13,7 @@ import click
 
 from intellagent.cli import (EXIT_UNFINISHED, STORE_OPTION, Context, RunInputs, exit_code, output_to,
                              refuse_unwritable_reports, report_elsewhere, report_folder, run_options,
-                             write_run_reports)
+                             unwritten_reports)
 from intellagent.errors import IntellagentError, listed
 
 
@@ -357,17 +357,13 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
     env = _recorded_environment(registry, config, info)
     refuse_unwritable_reports(workspace)
     recording = Recording(store, run_id, plan, text)
-    # its reports are written here, as `run` writes them: a folder that cannot be written after
-    # all (the one a resumed replay rewrites) refuses them after the summary, the run kept
+    # a report folder that cannot be written after all (the one a resumed replay rewrites), as
+    # `run`: the run kept, said after its summary
     result = drive(run_plan(plan, env, store=store, registry=registry, workspace=workspace,
                             cache=False if no_cache else None, hooks=registry.pm, replay=recording,
-                            reports=False))
+                            keep_unwritten=True))
     report = result.report
-    paths, unwritten = [], None
-    try:
-        paths = write_run_reports(plan, result, store, workspace, registry, store_url)
-    except IntellagentError as exc:  # told after the summary
-        unwritten = exc
+    unwritten = unwritten_reports(result, store, workspace, store_url)
     from intellagent.report import load_run
 
     _, recorded_report, recorded_data = load_run(store, run_id, registry)
@@ -379,7 +375,7 @@ def replay(obj: Context, run: str, agent: str | None, settings: tuple[str, ...],
         click.echo(f"  {r.line()}")
     for line in report.headlines():
         click.echo(f"  {line}")
-    for path in paths:
+    for path in result.paths:
         click.echo(f"report: {path}")
     click.echo(f"compare: intellagent compare {run_id} {result.run_id}")
     if unwritten is not None:

@@ -76,6 +76,7 @@ class RunResult:
     report: RunReport | None
     paths: list[Path]
     data: RunData
+    unwritten: OSError | None = None  # what kept its reports from being written (the run kept)
 
 
 class Runner:
@@ -86,9 +87,10 @@ class Runner:
                  gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                  quiet: bool = False, otel: str | None = None,
                  replay: Recording | None = None, started: float | None = None,
-                 reports: bool = True) -> None:
+                 reports: bool = True, keep_unwritten: bool = False) -> None:
         self.plan = plan
         self.reports = reports  # False: the caller writes them (after what it adds to them)
+        self.keep_unwritten = keep_unwritten  # a report folder it may not write: returned, not raised
         #: when the work of this run began (the process's start, for a command's first run):
         #: its start up to its first item is recorded for the next estimate
         self.started = started if started is not None else time.time()
@@ -312,12 +314,17 @@ class Runner:
                 self.progress.recount(steps, costs)
             self.progress.finish()
             status = "budget-exhausted" if self.llm.budget_stopped() else "done"
-            report, paths, info = None, [], {}
+            report, paths, info, unwritten = None, [], {}, None
             if self.until is None:
                 report = build_report(self.plan, data, self.info(status), self.store, steps, self.gates)
                 if self.workspace is not None and self.reports:
-                    paths = write_reports(self.plan, report, data, self.workspace, self.registry,
-                                          folder=self.report_folder)
+                    try:
+                        paths = write_reports(self.plan, report, data, self.workspace, self.registry,
+                                              folder=self.report_folder)
+                    except OSError as exc:  # a folder it may not write: every result is in the store
+                        if not self.keep_unwritten:
+                            raise
+                        unwritten = exc
                 info = {"info": report.info.model_dump(mode="json")}
             # what the run took besides its items' model calls, for the next estimate: its start
             # (imports, environment, plugins, the agent's pre-flight), the items of the steps that
@@ -339,7 +346,7 @@ class Runner:
             self.progress.close()
             await self._close()
         self.hook.after_run(run=self.handle, report=report)
-        return RunResult(self.run_id, report, paths, data)
+        return RunResult(self.run_id, report, paths, data, unwritten)
 
     async def _close(self) -> None:
         self.offload.close()
@@ -462,18 +469,19 @@ async def run_plan(plan: Plan, env: Environment, *, store: Store, registry: Regi
                    gates: list[Any] | None = None, progress_every: float = DEFAULT_EVERY,
                    quiet: bool = False, otel: str | None = None,
                    replay: Recording | None = None, started: float | None = None,
-                   reports: bool = True) -> RunResult:
+                   reports: bool = True, keep_unwritten: bool = False) -> RunResult:
     """Run ``plan`` on ``env``; writes the reports into ``workspace/runs/RUN_ID`` unless
     ``until`` names a step to stop after, or ``reports`` is False (the caller writes them).
-    ``started``: when the command began (its process's start), the run's start being measured
-    from it; default: now."""
+    ``keep_unwritten``: a report folder it may not write ends the run as done, the error in
+    its result (``unwritten``), instead of failing it. ``started``: when the command began (its
+    process's start), the run's start being measured from it; default: now."""
     settings = plan.spec.llm.with_model(model) if model else plan.spec.llm
     llm = LLM(settings, store=store, registry=registry, seed=plan.spec.seed, cache=cache)
     runner = Runner(plan, env, store=store, llm=llm, registry=registry, workspace=workspace,
                     hooks=hooks, until=until, progress_stream=progress_stream,
                     new_report=new_report, gates=gates, progress_every=progress_every,
                     quiet=quiet, otel=otel, replay=replay, started=started,
-                    reports=reports)
+                    reports=reports, keep_unwritten=keep_unwritten)
     with batch_collector():
         return await runner.run()
 

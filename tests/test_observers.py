@@ -72,3 +72,16 @@ def test_observers_see_a_step_error(runner, tmp_path):
     assert result.exit_code != 0
     assert ("on_step_error", "events", "generator bug") in seen
     assert ("on_run_error", "RuntimeError") in seen and not any(s[0] == "after_run" for s in seen)
+
+
+def test_after_run_sees_the_reports_written(runner, tmp_path):
+    """after_run is called once the reports are written (an observer may publish them): `run`
+    wrote them itself after the runner returned, after the hook."""
+    found = []
+    plugin = types.ModuleType("report_observer")
+    plugin.after_run = hookimpl(lambda run, report: found.extend(
+        sorted(p.name for p in (tmp_path / "runs" / report.info.run_id).glob("report.*"))))
+    result = runner.invoke(cli, ["run", "education", "--events", "2", "--workspace", str(tmp_path)],
+                           obj={"plugins": (plugin,)})
+    assert result.exit_code == 0, result.output
+    assert "report.json" in found and "report.html" in found

@@ -88,24 +88,31 @@ def test_a_resumed_runs_cost_is_every_call_its_results_took(tmp_path):
     assert len(made) == len(set(made)), "an answer paid for before the kill was paid again"
 
 
+def held_agent(messages, tools):
+    """The agent of the interrupt test: while the test holds it (INTELLAGENT_TEST_HOLD names a
+    file), it says it was called, by that file, and answers only after the signal has come."""
+    hold = os.environ.get("INTELLAGENT_TEST_HOLD")
+    if hold:
+        Path(hold).touch()
+        time.sleep(20)
+    return "Done."
+
+
 @pytest.mark.slow  # interrupts a run in a subprocess
 @pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path, sent):
     """Ctrl-C printed 'Aborted!' and exited 1, which says a gate failed, and left the run
     'failed'; it is exit 3 (the run could not finish) with one line, the run 'interrupted', and
     the same command again finishes it. A SIGTERM (a cancelled CI job) killed the process with
-    143 and left the run 'running': it ends the same way."""
-    ws = tmp_path / "ws"
-    # enough events that the signal comes while dialogs still run (24 could all finish first)
-    args = [*run_args(120), "--workspace", str(ws)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    143 and left the run 'running': it ends the same way. The signal comes while the agent is
+    answering (held by the test: a run left to itself can finish before any signal)."""
+    ws, held = tmp_path / "ws", tmp_path / "held"
+    args = [*run_args(), "--agent", "python", "--set", "agent.with.callable=tests.test_resume_and_concurrency:held_agent",
+            "--set", "agent.with.version=held", "--workspace", str(ws)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "INTELLAGENT_TEST_HOLD": str(held)})
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if (ws / "intellagent.db").exists() and finished(ws) >= 2:
-                break
-        except sqlite3.OperationalError:
-            pass
+    while time.monotonic() < deadline and proc.poll() is None and not held.exists():
         time.sleep(0.01)
     proc.send_signal(sent)
     _, err = proc.communicate(timeout=60)
@@ -114,8 +121,8 @@ def test_ctrl_c_is_an_unfinished_run_not_a_failed_gate(tmp_path, sent):
     with sqlite3.connect(ws / "intellagent.db") as conn:
         assert [s for s, in conn.execute("SELECT status FROM runs")] == ["interrupted"]
     resumed = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert finished(ws) == 120
+    assert resumed.returncode in (0, 1), resumed.stderr  # finished (its verdicts may fail it: no gate)
+    assert finished(ws) == 24
 
 
 def test_a_budget_stop_is_its_own_status_and_resumes(runner, tmp_path):

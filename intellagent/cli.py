@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import click
 
 from intellagent import __version__
-from intellagent.errors import IntellagentError
+from intellagent.errors import NOT_WRITABLE, IntellagentError
 from intellagent.registry import Registry, load_registry
 
 LAZY_COMMANDS = {name: f"intellagent.cli_suite:{name}" for name in ("mutate", "calibrate", "label",
@@ -180,10 +180,15 @@ def output_to(path: Path, flag: str | None, instead: str | None = None) -> Itera
     try:
         yield
     except OSError as exc:
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        if exc.errno not in NOT_WRITABLE:
             raise
-        hint = f": {instead}" if instead else f": give {flag} to write elsewhere" if flag else ""
-        raise IntellagentError(f"cannot write here ({exc.strerror}){hint}", file=path) from None
+        raise cannot_write(exc, path, flag, instead) from None
+
+
+def cannot_write(exc: OSError, path: Path, flag: str | None, instead: str | None = None) -> IntellagentError:
+    """The one line for ``exc``, met writing at ``path`` (see :func:`output_to`)."""
+    hint = f": {instead}" if instead else f": give {flag} to write elsewhere" if flag else ""
+    return IntellagentError(f"cannot write here ({exc.strerror}){hint}", file=path)
 
 
 def may_write(folder: Path) -> None:
@@ -224,13 +229,9 @@ def unwritten_reports(result: Any, store: Any, workspace: Path, store_url: str |
     when its reports were written."""
     if result.unwritten is None:
         return None
-    folder = report_folder(store, result.run_id, workspace)
-    try:
-        with output_to(folder, None, instead="the run is kept in the store; write its reports elsewhere: "
-                       + report_elsewhere(result.run_id, workspace, store_url)):
-            raise result.unwritten
-    except IntellagentError as exc:
-        return exc
+    return cannot_write(result.unwritten, report_folder(store, result.run_id, workspace), None,
+                        "the run is kept in the store; write its reports elsewhere: "
+                        + report_elsewhere(result.run_id, workspace, store_url))
 
 
 @click.group(cls=IntellagentGroup)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import errno
 from pathlib import Path
 from typing import Iterable
 
@@ -68,3 +69,8 @@ def listed(names: Iterable[str], limit: int = 20) -> str:
     names = list(names)
     more = f", … {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
+
+
+NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+"""The errors of writing where one may not (a read-only folder or file system), as against a
+fault (a full disk)."""

@@ -28,7 +28,7 @@ from intellagent import __version__
 from intellagent.agent import AgentSetup, AgentUnavailable
 from intellagent.environment import Environment
 from intellagent.events import AgentTurnDone, ModelCall, ToolCallDone
-from intellagent.errors import IntellagentError
+from intellagent.errors import NOT_WRITABLE, IntellagentError
 from intellagent.executors import SharedRun, WorkerJob, fan_out_limit
 from intellagent.hashing import content_hash
 from intellagent.items import ItemMaker
@@ -322,7 +322,7 @@ class Runner:
                         paths = write_reports(self.plan, report, data, self.workspace, self.registry,
                                               folder=self.report_folder)
                     except OSError as exc:  # a folder it may not write: every result is in the store
-                        if not self.keep_unwritten:
+                        if not self.keep_unwritten or exc.errno not in NOT_WRITABLE:
                             raise
                         unwritten = exc
                 info = {"info": report.info.model_dump(mode="json")}

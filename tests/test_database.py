@@ -559,21 +559,22 @@ def counting_model(request, response_model):
 
 
 def test_an_event_holds_no_database_while_it_waits_for_the_model(runner, tmp_path):
-    # it reads the seed itself for the examples and candidate rows, and copies it only to put
-    # the answer's rows in: a copy held through its two calls was one database per event in flight
+    # it reads the seed itself for the examples and candidate rows, and puts the answer's rows
+    # in the one scratch copy of the thread, undone after: a copy held through its two calls was
+    # one database per event in flight
     from intellagent.cli import cli
     from tests import test_database as model_module
 
     calls = model_module.GENERATOR_CALLS
     calls.clear()
-    result = runner.invoke(cli, ["run", "airline", "--events", "2", "--until", "events", "--workspace",
+    result = runner.invoke(cli, ["run", "airline", "--events", "6", "--until", "events", "--workspace",
                                  str(tmp_path / "ws"), "--model", "mock/function", "--set", "llm.roles={}",
                                  "--set", "llm.default.options.function=tests.test_database:counting_model"])
     assert result.exit_code == 0, result.output
     first = calls[0][1]  # before any event: the seed's own
     generating = [n for name, n in calls if name in ("ScenarioDraft", "RowsDraft")]
-    assert len(generating) >= 3, calls
-    assert max(generating) == first, calls
+    assert len(generating) >= 10, calls
+    assert max(generating) <= first + 1, calls  # the scratch copy, whatever the events in flight
 
 
 def test_the_frozen_seed_refuses_writes_and_gives_each_caller_its_own_list_of_keys(shop):
@@ -591,3 +592,53 @@ def test_the_frozen_seed_refuses_writes_and_gives_each_caller_its_own_list_of_ke
     assert len(copy.keys("orders")) == len(seed.keys("orders")) - 1
     assert copy.get("customers", "no-such-key") is None and not copy.has("customers", "no-such-key")
     assert copy.get("customers", keys[0]) == seed.get("customers", keys[0])
+
+
+def test_an_undone_block_leaves_the_database_as_it_was_however_it_ends(shop):
+    env = load_environment(shop)
+    db = env.seed_database()
+    before = (db.dump(), db.versions(), db.changed_keys("customers"), db.hash())
+    with db.undone():
+        db.put("customers", "c3", {"name": "Cy", "tier": "basic", "credit": 1})
+        with db.transaction():  # a transaction inside commits into the block, and is undone with it
+            db.update("customers", "c1", credit=99)
+        db.delete("orders", "o2")
+        assert db.get("customers", "c1")["credit"] == 99 and db.changed_keys("customers") == ["c1", "c3"]
+        assert db.in_block
+    assert (db.dump(), db.versions(), db.changed_keys("customers"), db.hash()) == before
+    assert not db.in_block
+    with pytest.raises(RowError), db.undone():
+        db.put("orders", "o3", {"customer_id": "c1", "items": []})
+        db.put("orders", "o4", {"customer_id": "nobody", "items": []})
+    assert (db.dump(), db.versions(), db.changed_keys("customers"), db.hash()) == before
+    # a row added after the block takes the place (rowid) a fresh copy gives it
+    db.insert("customers", {"customer_id": "c9", "name": "Di", "tier": "gold", "credit": 0})
+    fresh = env.seed_database()
+    fresh.insert("customers", {"customer_id": "c9", "name": "Di", "tier": "gold", "credit": 0})
+    assert db.execute("SELECT rowid, customer_id FROM customers") == \
+        fresh.execute("SELECT rowid, customer_id FROM customers")
+
+
+def test_scratch_blocks_share_one_copy_of_the_seed_per_thread_and_one_inside_another_gets_its_own(shop):
+    env = load_environment(shop)
+    seed = env.seed_view().dump()
+    with env.scratch_database() as first:
+        first.update("customers", "c1", credit=50)
+        with env.scratch_database() as inner:  # (a coroutine awaiting inside the first block)
+            assert inner is not first and inner.dump() == seed
+            inner.update("customers", "c2", credit=7)
+        assert not _is_open(inner)  # closed at its block's end
+        assert first.get("customers", "c2")["credit"] == 0
+    with env.scratch_database() as again:
+        assert again is first and again.dump() == seed  # the same copy, the writes undone
+    assert env.seed_view().dump() == seed
+    found = []
+
+    def elsewhere():
+        with env.scratch_database() as db:
+            found.append((db, db.dump()))
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join()
+    assert found[0][0] is not first and found[0][1] == seed  # another thread's own copy

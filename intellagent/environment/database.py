@@ -288,24 +288,47 @@ class Database:
     @contextmanager
     def transaction(self) -> Iterator["Database"]:
         """All writes inside commit together, or none does if an exception escapes."""
+        with self._savepoint() as name:
+            try:
+                yield self
+            except BaseException:
+                self._roll_back(name)
+                raise
+            else:
+                self.conn.execute(f"RELEASE {name}")
+
+    @contextmanager
+    def undone(self) -> Iterator["Database"]:
+        """A block whose writes are all undone when it ends, however it ends: the database is
+        then as it was before it (its rows, their order, its version tokens and changed keys)."""
+        with self._savepoint() as name:
+            try:
+                yield self
+            finally:
+                self._roll_back(name)
+
+    @property
+    def in_block(self) -> bool:
+        """Whether a transaction or an undone block is open on this database."""
+        return self._depth > 0
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[str]:
         with self._state:
             name = f"sp{self._depth}"
             self._depth += 1
         try:
             self.conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield self
-            except BaseException:
-                self.conn.execute(f"ROLLBACK TO {name}")
-                self.conn.execute(f"RELEASE {name}")
-                raise
-            else:
-                self.conn.execute(f"RELEASE {name}")
+            yield name
         finally:
             with self._state:
                 self._depth -= 1
                 if not self._depth and self._close_when_done:
                     self.conn.close()
+
+    def _roll_back(self, name: str) -> None:
+        self.conn.execute(f"ROLLBACK TO {name}")
+        self.conn.execute(f"RELEASE {name}")
 
     # -- records ------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
@@ -60,6 +61,7 @@ class Environment(BaseModel):
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
     _seed_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _scratch: threading.local = PrivateAttr(default_factory=threading.local)  # per thread: (seed, its copy)
     _fingerprint: str | None = PrivateAttr(default=None)
     _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
     _source: dict[str, Any] = PrivateAttr(default_factory=dict)  # load_environment's arguments
@@ -89,6 +91,28 @@ class Environment(BaseModel):
         self.prepare()
         assert self._seed_db is not None
         return self._seed_db.copy()
+
+    @contextmanager
+    def scratch_database(self) -> Iterator[Database]:
+        """A database holding the seed rows whose writes are undone when the block ends: for
+        work that keeps nothing it writes (an event's rows put on the seed to be checked, then
+        read). One copy of the seed per thread serves every block (a savepoint rolled back, not a
+        copy and its close: 0.8 ms of CPU an event in a run); a block opened while another one is
+        open on that thread (a coroutine awaiting inside its block) gets a copy of its own."""
+        seed = self.seed_view()
+        kept = getattr(self._scratch, "db", None)
+        if kept is None or kept[0] is not seed:  # the first block here, or a seed built anew
+            kept = self._scratch.db = (seed, seed.copy())
+        db = kept[1]
+        if db.in_block:
+            db = self.seed_database()
+            try:
+                yield db
+            finally:
+                db.close()
+            return
+        with db.undone():
+            yield db
 
     def seed_view(self) -> Database:
         """The seed database that :meth:`seed_database` copies, to read from without a copy of

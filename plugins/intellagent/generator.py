@@ -243,19 +243,19 @@ class SymbolicEvents(Generator):
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": outcome.status.value, "error": outcome.error})
-            db = env.seed_database()  # the seed as it was, each attempt
-            symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
-                                                candidates, rng)
-            if not errors:
-                by_symbol = {s.symbol: s.key for s in symbols}
-                records = {(r.table, r.key): r.record for r in rows}  # every symbol's row is among them
-                facts = {s.symbol: records[(s.table, s.key)] for s in symbols}
-                knowledge = _in_text(event.user_knowledge, by_symbol) + \
-                    "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
-                return event.model_copy(update={
-                    "brief": _in_text(event.brief, by_symbol), "user_knowledge": knowledge,
-                    "symbols": symbols, "rows": rows, "repairs": attempt,
-                    "end_state": self._end_state(end_state, symbols, db)})
+            with env.scratch_database() as db:  # the seed as it was, each attempt (no await inside)
+                symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
+                                                    candidates, rng)
+                if not errors:
+                    by_symbol = {s.symbol: s.key for s in symbols}
+                    records = {(r.table, r.key): r.record for r in rows}  # every symbol's row is among them
+                    facts = {s.symbol: records[(s.table, s.key)] for s in symbols}
+                    knowledge = _in_text(event.user_knowledge, by_symbol) + \
+                        "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
+                    return event.model_copy(update={
+                        "brief": _in_text(event.brief, by_symbol), "user_knowledge": knowledge,
+                        "symbols": symbols, "rows": rows, "repairs": attempt,
+                        "end_state": self._end_state(end_state, symbols, db)})
             ask = ask + [{"role": "assistant", "content": outcome.value.model_dump_json()},
                          {"role": "user", "content": self.prompts.render("repair.md", errors=errors[:10])}]
         return event.model_copy(update={"status": "invalid", "repairs": self.config.repairs,

@@ -17,6 +17,7 @@ import fnmatch
 import functools
 import hashlib
 import math
+import weakref
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -138,6 +139,12 @@ def unsafe_access(source: str, env: jinja2.Environment) -> tuple[str, int] | Non
     return None
 
 
+_FILLED: "weakref.WeakKeyDictionary[jinja2.Template, str]" = weakref.WeakKeyDictionary()
+"""The text of each template rendered with no values (a system prompt), by template: it is the
+same every time (a template changed on disk is read as another), and a step renders its own once
+per item (judge.system.md: 500 times in a 200-event run, 80 µs each)."""
+
+
 class PromptFiles:
     """The templates ``names`` of one step: read from ``override`` (a folder of the user's, or
     None) where it has a file of that name, else from the first of the ``builtin`` folders (one
@@ -191,7 +198,13 @@ class PromptFiles:
         if name not in self.names:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
         try:
-            return self._env.get_template(name).render(**values).strip()
+            template = self._env.get_template(name)
+            if values:
+                return template.render(**values).strip()
+            text = _FILLED.get(template)
+            if text is None:
+                text = _FILLED[template] = template.render().strip()
+            return text
         except (jinja2.exceptions.SecurityError, OverflowError) as exc:  # (a range past its bound)
             raise ConfigError(f"prompt file refused by the sandbox: {exc}", file=self.file(name)) from None
         except (jinja2.TemplateError, RecursionError) as exc:  # (a macro calling itself without end)

@@ -3,11 +3,14 @@ what the step's cache key holds."""
 
 from __future__ import annotations
 
+import os
+
+import jinja2
 import pytest
 from jinja2 import UndefinedError
 from pydantic import BaseModel, ValidationError
 
-from intellagent.prompts import PromptFiles, PromptsFolder
+from intellagent.prompts import BoundedSandbox, PromptFiles, PromptsFolder
 
 
 def test_a_users_file_replaces_the_builtin_one_of_that_name_and_changes_the_fingerprint(tmp_path):
@@ -52,3 +55,22 @@ def test_a_template_a_prompt_includes_is_in_the_fingerprint(tmp_path):
     (mine / "tone.md").write_text("Rudely.")
     rude = files.render("ask.md", topic="x"), files.fingerprint()
     assert polite[0] != rude[0] and polite[1] != rude[1]
+
+
+def test_a_template_with_no_values_is_filled_once_and_again_when_its_file_changes(tmp_path, monkeypatch):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "system.md").write_text("You judge {{ 'dialogs' | upper }}.\n")
+    files = PromptFiles(folder, ["system.md"])
+    renders = []
+    real = jinja2.Template.render
+    monkeypatch.setattr(jinja2.Template, "render", lambda self, *a, **k: (  # (the sandbox's renders only)
+        isinstance(self.environment, BoundedSandbox) and renders.append(k)) or real(self, *a, **k))
+    assert files.render("system.md") == files.render("system.md") == "You judge DIALOGS."
+    assert PromptFiles(folder, ["system.md"]).render("system.md") == "You judge DIALOGS."
+    assert len(renders) == 1  # the same template's text, whoever asks
+    (folder / "system.md").write_text("You judge {{ 'events' | upper }}.\n")
+    later = os.stat(folder / "system.md").st_mtime + 5  # (a file system's coarse clock)
+    os.utime(folder / "system.md", (later, later))
+    assert files.render("system.md") == "You judge EVENTS."
+    assert len(renders) == 2

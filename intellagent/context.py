@@ -144,3 +144,8 @@ class StepContext:
         """A fresh copy of the environment's seed database with ``rows`` (``Row``s) put on
         top; None when the environment has no database."""
         return self.env.database_with(rows)
+
+    def lent_database(self, rows: Any = ()) -> Any:
+        """``database(rows)`` lent for a ``with`` block, its writes undone at the end (see
+        ``Environment.lent_database``): for a database the item does not keep."""
+        return self.env.lent_database(rows)

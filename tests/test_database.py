@@ -604,9 +604,9 @@ def test_an_undone_block_leaves_the_database_as_it_was_however_it_ends(shop):
             db.update("customers", "c1", credit=99)
         db.delete("orders", "o2")
         assert db.get("customers", "c1")["credit"] == 99 and db.changed_keys("customers") == ["c1", "c3"]
-        assert db.in_block
+        db.take_versions({"customers": 0, "orders": 0})  # (a diff names its own base)
     assert (db.dump(), db.versions(), db.changed_keys("customers"), db.hash()) == before
-    assert not db.in_block
+    assert db.base_versions() == before[1]
     with pytest.raises(RowError), db.undone():
         db.put("orders", "o3", {"customer_id": "c1", "items": []})
         db.put("orders", "o4", {"customer_id": "nobody", "items": []})
@@ -619,26 +619,55 @@ def test_an_undone_block_leaves_the_database_as_it_was_however_it_ends(shop):
         fresh.execute("SELECT rowid, customer_id FROM customers")
 
 
-def test_scratch_blocks_share_one_copy_of_the_seed_per_thread_and_one_inside_another_gets_its_own(shop):
+def test_a_lent_copy_is_lent_again_with_its_writes_undone_unless_it_was_closed_or_kept_a_write(shop, monkeypatch):
+    from intellagent.environment import Row, loader
+
     env = load_environment(shop)
     seed = env.seed_view().dump()
-    with env.scratch_database() as first:
+    rows = [Row(table="orders", key="o9", record={"customer_id": "c2", "items": [{"sku": "B"}]})]
+    with env.lent_database(rows) as first:
+        assert first.dump() == env.database_with(rows).dump()  # as a fresh copy with the rows
         first.update("customers", "c1", credit=50)
-        with env.scratch_database() as inner:  # (a coroutine awaiting inside the first block)
+        with env.lent_database() as inner:  # lent while the first is: a copy of its own
             assert inner is not first and inner.dump() == seed
             inner.update("customers", "c2", credit=7)
-        assert not _is_open(inner)  # closed at its block's end
         assert first.get("customers", "c2")["credit"] == 0
-    with env.scratch_database() as again:
-        assert again is first and again.dump() == seed  # the same copy, the writes undone
+    with env.lent_database() as again, env.lent_database() as other:
+        assert {again, other} == {first, inner}  # the same two copies, their writes undone
+        assert again.dump() == other.dump() == seed and again.versions() == env.seed_view().versions()
+        again.close()  # a tool call may still use it: closed as its block ends, never lent again
+    assert not _is_open(again) and _is_open(other)
+    with env.lent_database() as db:
+        assert db is other
+        db.execute("DELETE FROM orders WHERE order_id = 'o1'")
+        db.execute("COMMIT")  # the write outlives the undoing (the block's savepoint ends with it)
+    assert not _is_open(other)  # not the seed any more: closed, not lent again
+    with env.lent_database() as db:
+        assert db not in (first, inner) and db.dump() == seed
     assert env.seed_view().dump() == seed
-    found = []
+    # idle copies are kept up to POOL_BYTES, and at least one
+    monkeypatch.setattr(loader, "POOL_BYTES", 1)
+    with env.lent_database() as a, env.lent_database() as b:
+        pass
+    with env.lent_database() as c, env.lent_database() as d:
+        assert (c in (a, b)) + (d in (a, b)) == 1  # one kept idle, the other closed
+    assert sum(map(_is_open, {a, b, c, d})) == 1
 
-    def elsewhere():
-        with env.scratch_database() as db:
-            found.append((db, db.dump()))
 
-    thread = threading.Thread(target=elsewhere)
-    thread.start()
-    thread.join()
-    assert found[0][0] is not first and found[0][1] == seed  # another thread's own copy
+def test_a_run_on_lent_copies_makes_what_it_makes_on_fresh_ones(runner, tmp_path, monkeypatch):
+    # the events, dialogs and verdicts take copies lent before, with the writes of other items'
+    # blocks undone; the same run with a fresh copy for each block (each copy closed, never lent
+    # again) must give the same values, byte for byte
+    from intellagent.cli import cli
+    from intellagent.environment import loader
+
+    def run(name: str) -> bytes:
+        workspace = tmp_path / name
+        result = runner.invoke(cli, ["run", "airline", "--events", "12", "--model", "mock/demo",
+                                     "--workspace", str(workspace)])
+        assert result.exit_code in (0, 1), result.output
+        return next((workspace / "runs").glob("*/values.jsonl")).read_bytes()
+
+    lent = run("lent")
+    monkeypatch.setattr(loader.Environment, "_give_back", lambda self, db: db.close())
+    assert run("fresh") == lent

@@ -198,6 +198,7 @@ class Database:
         # dialog ends (cancelled, the run stopped): the connection is closed when it leaves
         self._state = threading.Lock()
         self._close_when_done = False
+        self._closing = False  # closed, or to close when the transaction open ends
         self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
         # the schema's caches, held here: pydantic's look-up of a private attribute is ~3 µs,
         # and a tool call reads a few rows, each through the decoder
@@ -269,6 +270,7 @@ class Database:
         and closed under one lock, so no transaction begins in between (one that begins after
         meets sqlite3's error for a closed database, not a freed one)."""
         with self._state:
+            self._closing = True
             if self._depth:
                 self._close_when_done = True
                 return
@@ -300,17 +302,29 @@ class Database:
     @contextmanager
     def undone(self) -> Iterator["Database"]:
         """A block whose writes are all undone when it ends, however it ends: the database is
-        then as it was before it (its rows, their order, its version tokens and changed keys)."""
+        then as it was before it (its rows, their order, its version tokens and changed keys).
+        Closed inside the block, it has nothing to undo: it closes as the block ends (or as the
+        transaction a tool call still has open on it ends). A block whose writes were committed
+        by raw SQL inside it (``COMMIT`` ends every savepoint) cannot be undone: the database is
+        closed instead."""
+        base = self._base
         with self._savepoint() as name:
             try:
                 yield self
             finally:
-                self._roll_back(name)
+                if self._closing:
+                    pass
+                elif not self.conn.in_transaction:
+                    self.close()
+                else:
+                    self._roll_back(name)
+                    self._base = base  # (a diff inside may have named other versions its base)
 
     @property
-    def in_block(self) -> bool:
-        """Whether a transaction or an undone block is open on this database."""
-        return self._depth > 0
+    def closing(self) -> bool:
+        """Whether :meth:`close` was called (the connection closed, or to close as soon as the
+        transaction open on it ends)."""
+        return self._closing
 
     @contextmanager
     def _savepoint(self) -> Iterator[str]:
@@ -532,6 +546,11 @@ class Database:
         keys = [r[0] for r in self.conn.execute(f"SELECT k FROM {CHANGED} WHERE name = ? LIMIT ?",
                                                 (table, LISTED_KEYS + 1))]
         return keys if len(keys) <= LISTED_KEYS else None
+
+    def size(self) -> int:
+        """The bytes of the database's pages."""
+        pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+        return pages * self.conn.execute("PRAGMA page_size").fetchone()[0]
 
     def base_versions(self) -> dict[str, int] | None:
         """The version tokens this database was made or copied with (see ``VERSIONS``)."""

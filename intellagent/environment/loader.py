@@ -27,6 +27,8 @@ from intellagent.yamlio import line_of, load_model, read_yaml, validate_data
 
 MANIFEST = "environment.yaml"
 MAX_PROBLEMS = 20
+POOL_BYTES = 64 * 2**20
+"""Most bytes of idle seed copies an environment keeps to lend (:meth:`Environment.lent_database`)."""
 
 
 class Row(BaseModel):
@@ -61,7 +63,8 @@ class Environment(BaseModel):
     _problems: list[IntellagentError] = PrivateAttr(default_factory=list)
     _seed_db: Database | None = PrivateAttr(default=None)
     _seed_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _scratch: threading.local = PrivateAttr(default_factory=threading.local)  # per thread: (seed, its copy)
+    _pool: list[Database] = PrivateAttr(default_factory=list)  # idle copies of the seed, to lend
+    _pool_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _fingerprint: str | None = PrivateAttr(default=None)
     _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
     _source: dict[str, Any] = PrivateAttr(default_factory=dict)  # load_environment's arguments
@@ -93,26 +96,50 @@ class Environment(BaseModel):
         return self._seed_db.copy()
 
     @contextmanager
-    def scratch_database(self) -> Iterator[Database]:
-        """A database holding the seed rows whose writes are undone when the block ends: for
-        work that keeps nothing it writes (an event's rows put on the seed to be checked, then
-        read). One copy of the seed per thread serves every block (a savepoint rolled back, not a
-        copy and its close: 0.8 ms of CPU an event in a run); a block opened while another one is
-        open on that thread (a coroutine awaiting inside its block) gets a copy of its own."""
-        seed = self.seed_view()
-        kept = getattr(self._scratch, "db", None)
-        if kept is None or kept[0] is not seed:  # the first block here, or a seed built anew
-            kept = self._scratch.db = (seed, seed.copy())
-        db = kept[1]
-        if db.in_block:
-            db = self.seed_database()
-            try:
-                yield db
-            finally:
-                db.close()
+    def lent_database(self, rows: Iterable[Row] = ()) -> Iterator[Database | None]:
+        """A copy of the seed database with ``rows`` put on top, lent for the block (None without
+        a database): every write to it is undone when the block ends, and the copy is lent
+        again. A lent copy is quicker than a new one by more than the copy: SQLite reads a new
+        connection's schema at its first statement (0.1 ms for airline's, with its triggers) and
+        prepares each statement anew, and closing one frees its pages; a lent one has its schema
+        read and its statements prepared. A copy closed inside the block (:meth:`Database.close`:
+        a tool call that may still use it) is not lent again; nor is one the undoing could not
+        bring back to the seed (a write that outlived it: a tool's own COMMIT)."""
+        if self.db_schema is None:
+            yield None
             return
-        with db.undone():
-            yield db
+        db = self._idle_copy()
+        try:
+            with db.undone():
+                if rows:
+                    self._put_rows(db, rows)
+                yield db
+        finally:
+            self._give_back(db)
+
+    def _idle_copy(self) -> Database:
+        seed = self.seed_view()
+        with self._pool_lock:
+            if self._pool:
+                return self._pool.pop()
+        return seed.copy()
+
+    def _give_back(self, db: Database) -> None:
+        if db.closing:
+            return
+        if db.versions() != db.base_versions():  # not the seed's content any more
+            db.close()
+            return
+        with self._pool_lock:
+            if len(self._pool) < self._pool_size():
+                self._pool.append(db)
+                return
+        db.close()
+
+    def _pool_size(self) -> int:
+        """How many idle copies the pool keeps: as many as fit in ``POOL_BYTES``, at least one."""
+        assert self._seed_db is not None
+        return max(1, POOL_BYTES // max(1, self._seed_db.size()))
 
     def seed_view(self) -> Database:
         """The seed database that :meth:`seed_database` copies, to read from without a copy of
@@ -177,11 +204,15 @@ class Environment(BaseModel):
         if self.db_schema is None:
             return None
         db = self.seed_database()
+        self._put_rows(db, rows)
+        return db
+
+    def _put_rows(self, db: Database, rows: Iterable[Row]) -> None:
+        assert self.db_schema is not None
         order = {t: i for i, t in enumerate(self.db_schema.load_order())}
         with db.transaction():  # referenced tables first, so new rows may refer to each other
             for row in sorted(rows, key=lambda r: order.get(r.table, len(order))):
                 db.put(row.table, row.key, row.record)
-        return db
 
     def fingerprint(self) -> str:
         """A hash of every file the environment is made of (manifest, prompt, schema, tools and

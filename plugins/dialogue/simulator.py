@@ -18,6 +18,7 @@ through its hooks: :meth:`UserAgent.user_turn` (e.g. sample several and choose),
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from pathlib import Path
@@ -85,14 +86,21 @@ class Conversation:
     agent's session, and the simulated user's own view."""
 
     def __init__(self, ctx: Any, scenario: Scenario, max_tool_steps: int) -> None:
-        self.db = ctx.database(scenario.rows)
+        # a lent copy of the seed (see Environment.lent_database), given back by close()
+        self._lent = contextlib.ExitStack()
+        self.db = self._lent.enter_context(ctx.lent_database(scenario.rows))
         # the database as the dialog found it is made again for a diff, not kept: a copy held
         # by each dialog in flight doubled a run's event databases (0.7 MB each for airline)
-        self._initial = functools.partial(ctx.database, scenario.rows)
-        self._start = self.db.versions() if self.db is not None else None
-        self.toolbox = ToolBox(ctx.env, self.db, offload=ctx.offload, observe=ctx.observe)
-        self.session = LiveSession(ctx.agent(ground_truth=scenario.ground_truth), self.toolbox,
-                                   ctx.env.prompt, max_tool_steps=max_tool_steps)
+        self._initial = functools.partial(ctx.lent_database, scenario.rows)
+        try:
+            self._start = self.db.versions() if self.db is not None else None
+            self.toolbox = ToolBox(ctx.env, self.db, offload=ctx.offload, observe=ctx.observe)
+            self.session = LiveSession(ctx.agent(ground_truth=scenario.ground_truth), self.toolbox,
+                                       ctx.env.prompt, max_tool_steps=max_tool_steps)
+        except BaseException:
+            self._lent.close()
+            raise
+        self._own_tools = self.session.runs_own_tools
 
     def diff(self) -> dict[str, Any] | None:
         """The database changes so far (initial → now), as JSON."""
@@ -100,21 +108,23 @@ class Conversation:
             return None
         if self.db.versions() == self._start:  # nothing written since it began: no need for it
             return DbDiff().model_dump(mode="json")
-        initial = self._initial()
-        try:
+        with self._initial() as initial:
             initial.take_versions(self._start)
             return diff_databases(initial, self.db).model_dump(mode="json")
-        finally:
-            initial.close()
 
     def tool_errors(self) -> int:
         """Tool calls refused or crashed so far."""
         return sum(1 for r in self.toolbox.records if r.error)
 
     def close(self) -> None:
+        """The dialog is over: its database is given back to be lent again, unless a tool call
+        may still use it (one that did not return in time, or one made through an agent's own
+        endpoint), which closes it when done."""
         self.session.close()
-        if self.db is not None:
+        if self.db is not None and (self.toolbox.hung or self._own_tools):
             self.db.close()
+        self.db = None
+        self._lent.close()
 
 
 class UserAgent(Simulator):

@@ -204,12 +204,8 @@ class PolicyCritic(Critic):
     def _state(self, ctx, event: Event, dialog: Dialog) -> StateCheck:
         if not event.end_state:
             return StateCheck(status="none")
-        initial = ctx.database(event.rows)
-        try:
+        with ctx.lent_database(event.rows) as initial:
             return check_state(event, dialog, initial)
-        finally:
-            if initial is not None:
-                initial.close()
 
     async def _judge(self, ctx, event: Event, dialog: Dialog) -> Verdict:
         base = {"id": event.id, "stop": dialog.stop_reason, "state": self._state(ctx, event, dialog)}

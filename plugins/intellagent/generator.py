@@ -243,7 +243,7 @@ class SymbolicEvents(Generator):
             outcome = await ctx.llm.structured(ask, model, role="generator")
             if not outcome.ok:
                 return event.model_copy(update={"status": outcome.status.value, "error": outcome.error})
-            with env.scratch_database() as db:  # the seed as it was, each attempt (no await inside)
+            with env.lent_database() as db:  # the seed as it was, each attempt
                 symbols, rows, errors = self._apply(db, env.validators, entities, outcome.value.rows,
                                                     candidates, rng)
                 if not errors:

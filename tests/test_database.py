@@ -652,6 +652,16 @@ def test_a_lent_copy_is_lent_again_with_its_writes_undone_unless_it_was_closed_o
     with env.lent_database() as c, env.lent_database() as d:
         assert (c in (a, b)) + (d in (a, b)) == 1  # one kept idle, the other closed
     assert sum(map(_is_open, {a, b, c, d})) == 1
+    # a copy serves LEND_TIMES blocks, then it is closed and another made
+    monkeypatch.setattr(loader, "LEND_TIMES", 2)
+    env = load_environment(shop)  # (no copy idle yet)
+    with env.lent_database() as e:
+        pass
+    with env.lent_database() as f:
+        pass
+    with env.lent_database() as g:
+        assert g is not f and g.dump() == seed
+    assert f is e and not _is_open(f)
 
 
 def test_a_run_on_lent_copies_makes_what_it_makes_on_fresh_ones(runner, tmp_path, monkeypatch):
@@ -669,5 +679,5 @@ def test_a_run_on_lent_copies_makes_what_it_makes_on_fresh_ones(runner, tmp_path
         return next((workspace / "runs").glob("*/values.jsonl")).read_bytes()
 
     lent = run("lent")
-    monkeypatch.setattr(loader.Environment, "_give_back", lambda self, db: db.close())
+    monkeypatch.setattr(loader.Environment, "_give_back", lambda self, db, lent: db.close())
     assert run("fresh") == lent

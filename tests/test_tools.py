@@ -203,3 +203,28 @@ def test_airline_reservations_must_be_listed_by_their_users():
     problems = validate_database(db, env.validators)
     assert f"database: reservation(s) {reservation} are not listed in their user's reservations" in problems
     assert len(problems) == 2  # and the row check names the null entry
+
+
+def test_airline_reservation_segments_must_name_a_flight_on_a_day_it_flies_on_its_route():
+    from intellagent.environment.validators import run_validator
+
+    env = load_environment(REPO / "environments" / "airline")
+    db = env.seed_database()
+    [check] = [v for v in env.validators if v.kind == "row" and v.table == "reservations"]
+    reservation = db.get("reservations", db.keys("reservations")[3])
+    segment = reservation["flights"][0]
+    flight = db.get("flights", segment["flight_number"])
+    assert run_validator(check, reservation, db) is None
+    days = set(flight["dates"])
+
+    def broken(**change):
+        return run_validator(check, {**reservation, "flights": [{**segment, **change}]}, db)
+
+    assert broken(flight_number="NOPE01") == "flight NOPE01 does not exist"
+    missing = next(f"2024-05-{d:02d}" for d in range(1, 32) if f"2024-05-{d:02d}" not in days)
+    assert broken(date=missing) == f"flight {segment['flight_number']} does not fly on {missing}"
+    assert broken(date=7) == f"flight {segment['flight_number']} does not fly on 7"
+    assert broken(origin="XXX") == (f"segment {segment['flight_number']} must go from "
+                                    f"{flight['origin']} to {flight['destination']}")
+    another = sorted(days)[-1]
+    assert broken(date=another) is None  # any day in its dates, whatever its status

@@ -4,6 +4,7 @@ back-off, bounded concurrency and rate, token and cost accounting, a run budget,
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
@@ -360,7 +361,7 @@ class LLM:
             known = self._endpoints[role] = (settings, endpoint or None)
         # another draw of the same question gets a seed of its own (a model that honours seeds
         # samples it afresh) and a cache entry of its own (a trial is never a replay of another)
-        seed = self.seed if sample is None else int(content_hash(self.seed, sample)[:8], 16)
+        seed = self.seed if sample is None else _sample_seed(self.seed, sample)
         # built without validation: every field comes from validated settings or from the step
         # (a conversation of plain dicts), and validating a long conversation copies it value by
         # value on every call; the list is copied, so a step appending to its own is not seen
@@ -656,6 +657,12 @@ class LLM:
         ceiling = min(self.settings.backoff_max, self.settings.backoff_base * 2 ** (attempt - 1))
         delay = self._jitter.uniform(ceiling / 2, ceiling)
         return max(delay, retry_after or 0.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sample_seed(seed: int, sample: str) -> int:
+    """The seed of draw ``sample`` (every call of a dialog's trial asks it again)."""
+    return int(content_hash(seed, sample)[:8], 16)
 
 
 def _failed_usage(exc: BaseException, prompt: int) -> Usage:

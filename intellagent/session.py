@@ -82,6 +82,7 @@ class ToolBox:
     offload: Offload | None = None
     observe: Observe | None = None  # told of every call (progress, traces)
     hung: str | None = None  # a call outlasted its timeout: no further call runs on this database
+    abandoned: bool = False  # a call's await was cancelled: its thread may still run it on the database
     mutant: Any = None  # a mutant's fault on the calls (intellagent.mutants.Mutant), or None
     mutant_failed: str | None = None  # the mutant raised on a call: the agent's turn failed with it
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
@@ -170,6 +171,9 @@ class ToolBox:
                 except OffloadTimeout:
                     self.hung = f"the environment's tool '{name}' did not return within {timeout:g} s"
                     raise ToolTimeout(self.hung) from None
+                except asyncio.CancelledError:
+                    self.abandoned = True
+                    raise
                 except OffloadCrash as exc:  # what Tool.call lets through: KeyboardInterrupt and kin
                     result = ToolResult(output=f"Error: tool '{name}' crashed: {exc}", error=True,
                                         crashed=True)

@@ -681,3 +681,43 @@ def test_a_run_on_lent_copies_makes_what_it_makes_on_fresh_ones(runner, tmp_path
     lent = run("lent")
     monkeypatch.setattr(loader.Environment, "_give_back", lambda self, db, lent: db.close())
     assert run("fresh") == lent
+
+
+def test_a_dialogs_copy_goes_back_to_be_lent_again_unless_a_tool_call_may_still_write_to_it(shop):
+    import asyncio
+    from types import SimpleNamespace
+
+    from intellagent.offload import Offload
+    from intellagent_plugins.dialogue.scenario import Scenario
+    from intellagent_plugins.dialogue.simulator import Conversation
+    from tests.test_mcp_a2a_agents import MORE_IMPL, MORE_TOOLS
+
+    (shop / "tools.yaml").write_text((shop / "tools.yaml").read_text() + MORE_TOOLS.replace("timeout: 0.3", "timeout: 30"))
+    (shop / "impl.py").write_text((shop / "impl.py").read_text() + MORE_IMPL)
+    env = load_environment(shop)
+    offload = Offload(2)
+    ctx = SimpleNamespace(env=env, offload=offload, observe=None, lent_database=env.lent_database,
+                          agent=lambda ground_truth=None: SimpleNamespace())
+
+    async def dialog(cancelled: bool) -> Conversation:
+        talk = Conversation(ctx, Scenario(id="s", brief="b"), max_tool_steps=3)
+        await talk.toolbox.acall("add_credit", {"customer_id": "c1", "amount": 2}, "1")
+        if cancelled:  # the run stops while a tool call runs in its thread
+            call = asyncio.ensure_future(talk.toolbox.acall("slow_lookup", {}, "2"))
+            await asyncio.sleep(0.2)
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        talk.close()
+        return talk
+
+    try:
+        ended = asyncio.run(dialog(cancelled=False))
+        assert not ended.toolbox.abandoned
+        [(kept, _)] = env._pool  # given back, its write undone
+        assert kept is ended.toolbox.db and kept.get("customers", "c1")["credit"] == 10
+        cut = asyncio.run(dialog(cancelled=True))
+        assert cut.toolbox.abandoned and cut.toolbox.db is kept
+        assert env._pool == [] and kept.closing  # closed when the call's transaction ends, never lent again
+    finally:
+        offload.close()

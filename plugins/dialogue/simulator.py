@@ -118,10 +118,12 @@ class Conversation:
 
     def close(self) -> None:
         """The dialog is over: its database is given back to be lent again, unless a tool call
-        may still use it (one that did not return in time, or one made through an agent's own
-        endpoint), which closes it when done."""
+        may still use it (one that did not return in time, one left running when the dialog was
+        cancelled, or one made through an agent's own endpoint): it is closed instead, as soon
+        as such a call's transaction ends."""
         self.session.close()
-        if self.db is not None and (self.toolbox.hung or self._own_tools):
+        box = self.toolbox
+        if self.db is not None and (box.hung or box.abandoned or self._own_tools):
             self.db.close()
         self.db = None
         self._lent.close()

@@ -51,18 +51,14 @@ def reservation_is_consistent(reservation, db):
     if not reservation["flights"]:
         raise ValidationFailed("a reservation needs at least one flight")
     for segment in reservation["flights"]:
-        # SQLite looks the date up in the flight's dates (JSON) itself: the record (5 KB) is not decoded
-        found = db.execute("SELECT origin, destination, EXISTS (SELECT 1 FROM json_each(flights.dates) "
-                           "WHERE key = ?) FROM flights WHERE flight_number = ?",
-                           (segment["date"], segment["flight_number"]))
-        if not found:
+        flight = db.get("flights", segment["flight_number"])
+        if flight is None:
             raise ValidationFailed(f"flight {segment['flight_number']} does not exist")
-        origin, destination, flies = found[0]
-        if not flies:
+        if segment["date"] not in flight["dates"]:
             raise ValidationFailed(f"flight {segment['flight_number']} does not fly on {segment['date']}")
-        if (segment["origin"], segment["destination"]) != (origin, destination):
+        if (segment["origin"], segment["destination"]) != (flight["origin"], flight["destination"]):
             raise ValidationFailed(f"segment {segment['flight_number']} must go from "
-                                   f"{origin} to {destination}")
+                                   f"{flight['origin']} to {flight['destination']}")
     if not 1 <= len(reservation["passengers"]) <= 9:
         raise ValidationFailed("a reservation has between 1 and 9 passengers")
     if not 0 <= reservation["nonfree_baggages"] <= reservation["total_baggages"]:

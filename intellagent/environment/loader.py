@@ -31,8 +31,8 @@ POOL_BYTES = 64 * 2**20
 """Most bytes of idle seed copies an environment keeps to lend (:meth:`Environment.lent_database`)."""
 LEND_TIMES = 8
 """How many blocks a copy of the seed is lent for before it is closed (and a new one made): its
-connection's memory grows with use. At 8, a 1,600-event run over HTTP peaked at 247 MiB (fresh
-copies: 240 MiB; lent without end: 263 MiB) and made a copy for one block in eight."""
+connection's memory grows with use. At 8, a 1,600-event run over HTTP peaked at 247–250 MiB
+(fresh copies: 240 MiB; lent without end: 263 MiB) and made a copy for one block in eight."""
 
 
 class Row(BaseModel):
@@ -69,6 +69,7 @@ class Environment(BaseModel):
     _seed_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _pool: list[tuple[Database, int]] = PrivateAttr(default_factory=list)  # idle copies of the seed, blocks served
     _pool_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _seed_bytes: int | None = PrivateAttr(default=None)
     _fingerprint: str | None = PrivateAttr(default=None)
     _loaded: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
     _source: dict[str, Any] = PrivateAttr(default_factory=dict)  # load_environment's arguments
@@ -145,8 +146,10 @@ class Environment(BaseModel):
 
     def _pool_size(self) -> int:
         """How many idle copies the pool keeps: as many as fit in ``POOL_BYTES``, at least one."""
-        assert self._seed_db is not None
-        return max(1, POOL_BYTES // max(1, self._seed_db.size()))
+        if self._seed_bytes is None:
+            assert self._seed_db is not None
+            self._seed_bytes = self._seed_db.size()  # (the seed is never written)
+        return max(1, POOL_BYTES // max(1, self._seed_bytes))
 
     def seed_view(self) -> Database:
         """The seed database that :meth:`seed_database` copies, to read from without a copy of

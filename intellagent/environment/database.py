@@ -197,8 +197,7 @@ class Database:
         # a tool call runs in a thread of its own and may still be inside a transaction when its
         # dialog ends (cancelled, the run stopped): the connection is closed when it leaves
         self._state = threading.Lock()
-        self._close_when_done = False
-        self._closing = False  # closed, or to close when the transaction open ends
+        self._closing = False  # closed, or to close when the transaction open on it ends
         self._base: dict[str, int] | None = None  # the version tokens it was made or copied with
         # the schema's caches, held here: pydantic's look-up of a private attribute is ~3 µs,
         # and a tool call reads a few rows, each through the decoder
@@ -271,10 +270,8 @@ class Database:
         meets sqlite3's error for a closed database, not a freed one)."""
         with self._state:
             self._closing = True
-            if self._depth:
-                self._close_when_done = True
-                return
-            self.conn.close()
+            if not self._depth:
+                self.conn.close()
 
     def __del__(self) -> None:
         # sqlite3 keeps a connection in a reference cycle (its statement cache refers back to
@@ -312,13 +309,12 @@ class Database:
             try:
                 yield self
             finally:
-                if self._closing:
-                    pass
-                elif not self.conn.in_transaction:
-                    self.close()
-                else:
-                    self._roll_back(name)
-                    self._base = base  # (a diff inside may have named other versions its base)
+                if not self._closing:  # (closed inside: nothing to undo)
+                    if self.conn.in_transaction:
+                        self._roll_back(name)
+                        self._base = base  # (a diff inside may have named other versions its base)
+                    else:  # a COMMIT inside ended the savepoint
+                        self.close()
 
     @property
     def closing(self) -> bool:
@@ -337,8 +333,8 @@ class Database:
         finally:
             with self._state:
                 self._depth -= 1
-                if not self._depth and self._close_when_done:
-                    self.conn.close()
+                if not self._depth and self._closing:
+                    self.conn.close()  # (again, for one closed already: sqlite3 does nothing)
 
     def _roll_back(self, name: str) -> None:
         self.conn.execute(f"ROLLBACK TO {name}")

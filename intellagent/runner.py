@@ -421,7 +421,14 @@ class Runner:
         self.hook.on_step_error(run=self.handle, step=step, error=exc)
 
 
-_frozen_by: list[bool] = []  # one entry per run going on in this process
+_frozen_by: list[tuple[int, int, int]] = []  # one entry per run going on in this process: the thresholds before it
+
+RUN_THRESHOLDS = (2_500, 4, 4)
+"""The collector's thresholds while a run goes on (Python's: 700, 10, 10): young collections a
+third as often, full ones about as often (every 40,000 allocations against 70,000). In a 200-event
+run over HTTP the collector took 0.08 s of CPU instead of 0.16 s (2 % of the run); peak memory
+from 100 to 1,600 events grew 1.08× (1.06× with Python's). Rarer full collections let dead
+per-event classes pile up: with (7,000, 10, 10), 1.13×; with (7,000, 3, 3), 1.11×."""
 
 
 @contextlib.contextmanager
@@ -430,18 +437,22 @@ def batch_collector() -> Iterator[None]:
     classes, plugins, the environment) are left out of garbage collections until the last run
     ends (``gc.freeze``). A full collection walks every tracked object: in a 200-event run the
     full collections took 0.4 s of CPU, in pauses up to 0.14 s that hold every answer waiting on
-    the event loop; frozen, 0.22 s and 0.08 s. (Rarer young collections saved more CPU but let
-    the per-event classes, which are cyclic garbage, pile up: 546 MB instead of 325 MB at
-    10,000 events.)"""
+    the event loop; frozen, 0.22 s and 0.08 s. The collector runs with :data:`RUN_THRESHOLDS`
+    until then, and with what it had before after. (Much rarer young collections let the
+    per-event classes, which are cyclic garbage, pile up: 546 MB instead of 325 MB at 10,000
+    events, before the cycles of each event were taken out.)"""
+    before = gc.get_threshold()
     if not _frozen_by:
         gc.freeze()
-    _frozen_by.append(True)
+        gc.set_threshold(*RUN_THRESHOLDS)
+    _frozen_by.append(before)
     try:
         yield
     finally:
-        _frozen_by.pop()
+        before = _frozen_by.pop()
         if not _frozen_by:
             gc.unfreeze()
+            gc.set_threshold(*before)
 
 
 def drive(coroutine: Any) -> Any:

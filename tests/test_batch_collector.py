@@ -1,4 +1,5 @@
-"""A run leaves the objects that existed before it out of garbage collections, and puts them back after."""
+"""A run leaves the objects that existed before it out of garbage collections, and puts them back
+after; it collects with thresholds of its own, and gives the collector back the ones it had."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from intellagent import hookimpl
 from intellagent.cli import cli
-from intellagent.runner import batch_collector
+from intellagent.runner import RUN_THRESHOLDS, batch_collector
 
 
 @pytest.fixture
@@ -20,15 +21,25 @@ def interactive_collector():
 
 
 def test_a_run_leaves_what_existed_before_it_out_of_collections(interactive_collector, runner, tmp_path):
-    seen = []
+    seen, thresholds = [], []
     plugin = types.ModuleType("gc_observer")
-    plugin.before_step = hookimpl(lambda run, step: seen.append(gc.get_freeze_count()))
-    result = runner.invoke(cli, ["run", "education", "--events", "3", "--workspace", str(tmp_path)],
-                           obj={"plugins": (plugin,)})
+    plugin.before_step = hookimpl(lambda run, step: (seen.append(gc.get_freeze_count()),
+                                                     thresholds.append(gc.get_threshold())))
+    mine = (900, 9, 11)  # a process's own settings, not Python's
+    before = gc.get_threshold()
+    gc.set_threshold(*mine)
+    try:
+        result = runner.invoke(cli, ["run", "education", "--events", "3", "--workspace", str(tmp_path)],
+                               obj={"plugins": (plugin,)})
+        after = gc.get_threshold()
+    finally:
+        gc.set_threshold(*before)
     assert result.exit_code == 0, result.output
     assert len(seen) == 5
     assert all(frozen > 1000 for frozen in seen)
     assert gc.get_freeze_count() == 0
+    assert thresholds == [RUN_THRESHOLDS] * 5 and RUN_THRESHOLDS != mine
+    assert after == mine
 
 
 def test_a_failed_run_puts_the_collector_back_too(interactive_collector, runner, tmp_path):
@@ -45,14 +56,15 @@ def test_a_failed_run_puts_the_collector_back_too(interactive_collector, runner,
 
 def test_runs_at_once_in_one_process_restore_the_collector_when_the_last_ends(interactive_collector):
     first, second = batch_collector(), batch_collector()
+    before = gc.get_threshold()
     first.__enter__()
     second.__enter__()
     frozen = gc.get_freeze_count()
     assert frozen > 1000
     first.__exit__(None, None, None)  # the first run ends while the second goes on
-    assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == frozen and gc.get_threshold() == RUN_THRESHOLDS
     second.__exit__(None, None, None)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
 def test_an_events_state_is_freed_as_it_ends_not_left_to_the_collector(runner, tmp_path):

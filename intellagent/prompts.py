@@ -161,6 +161,7 @@ class PromptFiles:
         self.given = override  # the folder as the options name it, for messages
         self.names = tuple(names)
         self.also = tuple(also)
+        self._loaded: dict[str, jinja2.Template] = {}
         if self.override:
             for name in self.names:
                 path = Path(self.override) / name
@@ -198,7 +199,7 @@ class PromptFiles:
         if name not in self.names:
             raise KeyError(f"'{name}' is not among this step's prompt files ({', '.join(self.names)})")
         try:
-            template = self._env.get_template(name)
+            template = self._template(name)
             if values:
                 return template.render(**values).strip()
             text = _FILLED.get(template)
@@ -214,6 +215,17 @@ class PromptFiles:
             line = getattr(exc, "lineno", None)
             why = "a macro calls itself without end" if isinstance(exc, RecursionError) else exc
             raise ConfigError(f"prompt file failed to render: {why}", file=path, line=line) from None
+
+    def _template(self, name: str) -> jinja2.Template:
+        """Template ``name``, kept here while its file is the one it was read from (jinja2's own
+        check, its modification time): jinja2's ``get_template`` makes the same check behind a
+        lock, a weak reference and its cache's bookkeeping, about 50 µs a render in a run, where a
+        system prompt's whole render is a look-up (``_FILLED``). A template it includes is read
+        as jinja2 reads it, checked as it renders."""
+        template = self._loaded.get(name)
+        if template is None or not template.is_up_to_date:
+            template = self._loaded[name] = self._env.get_template(name)
+        return template
 
     def source(self, name: str) -> str:
         """Template ``name``'s text as written (for an estimate of its size, no value filled)."""

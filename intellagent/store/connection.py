@@ -4,8 +4,9 @@ kept for the statements run per model call and per item, and the store's write l
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
 from sqlmodel import SQLModel
@@ -81,6 +82,28 @@ def sqlite_begin(conn: sa.Connection) -> None:
 
 
 
+_PID = os.getpid()
+"""This process's id, kept up to date in a forked child (``os.getpid`` is a system call, and the
+kept connection checks it on every statement)."""
+
+
+def _forked() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):  # (not on Windows, which does not fork)
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _getter(keys: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple]:
+    """The values of ``keys`` in a dict, as a tuple (one itemgetter: a call row's 20 values
+    without a loop; an itemgetter of one key gives the value alone)."""
+    if len(keys) > 1:
+        return operator.itemgetter(*keys)
+    return lambda params: tuple(params[k] for k in keys)
+
+
 class HotConnection:
     """The statements run per model call and per item, compiled once for the store's dialect
     and executed on one DBAPI connection kept open: SQLAlchemy's per-statement machinery costs
@@ -92,15 +115,16 @@ class HotConnection:
         self._fairy: Any = None
         self._pid = 0
         self._compiled: dict[tuple, tuple[str, tuple[str, ...] | None]] = {}
+        self._getters: dict[tuple[str, ...], Callable[[dict[str, Any]], tuple]] = {}
 
     def conn(self) -> Any:
-        if self._fairy is None or self._pid != os.getpid():  # a forked child opens its own
+        if self._fairy is None or self._pid != _PID:  # a forked child opens its own
             self._fairy = self.engine.raw_connection()
-            self._pid = os.getpid()
+            self._pid = _PID
         return self._fairy.dbapi_connection
 
     def close(self) -> None:
-        if self._fairy is not None and self._pid == os.getpid():
+        if self._fairy is not None and self._pid == _PID:
             self._fairy.close()
         self._fairy = None
 
@@ -115,9 +139,14 @@ class HotConnection:
             self._compiled[ident] = found
         return found
 
-    @staticmethod
-    def args(keys: tuple[str, ...] | None, params: dict[str, Any]) -> Any:
-        return params if keys is None else tuple(params[k] for k in keys)
+    def args(self, keys: tuple[str, ...] | None, params: dict[str, Any]) -> Any:
+        """The statement's parameters in its placeholders' order (``keys``; None: by name)."""
+        if keys is None:
+            return params
+        get = self._getters.get(keys)
+        if get is None:
+            get = self._getters[keys] = _getter(keys)
+        return get(params)
 
     def execute(self, cur: Any, stmt: Any, params: dict[str, Any] | list[dict[str, Any]]) -> None:
         if isinstance(params, list):

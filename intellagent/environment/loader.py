@@ -124,11 +124,10 @@ class Environment(BaseModel):
 
     def _idle_copy(self) -> tuple[Database, int]:
         """An idle copy and how many blocks it served, or a new copy."""
-        seed = self.seed_view()
         with self._pool_lock:
             if self._pool:
                 return self._pool.pop()
-        return seed.copy(), 0
+        return self.seed_database(), 0
 
     def _give_back(self, db: Database, lent: int) -> None:
         if db.closing:

@@ -47,6 +47,9 @@ def _pieces(value: Any) -> Iterator[str]:
 
 def cell_text(value: Any, limit: int = 160) -> str:
     """A value as at most ``limit`` characters of text (… where cut)."""
+    if not isinstance(value, (dict, list)):  # most cells: one piece
+        text = "" if value is None else str(value)
+        return text if len(text) <= limit else text[:limit] + "…"
     out, used = [], 0
     for piece in _pieces(value):
         out.append(piece)

@@ -29,31 +29,15 @@ class RunItem:
     warnings: list[str] = field(default_factory=list)
     value_hash: str = ""  # the item's value's identity (the same value, the same hash)
     scores_json: str = "[]"  # as stored; read into ``scores`` when first asked for
-    read: dict[str, list[Score]] | None = field(default=None, repr=False, compare=False)
-    """Scores already read, by their stored text (the run's, shared by its walks)."""
 
     @cached_property
     def scores(self) -> list[Score]:
         """The item's scores (read on first use: a report walks every item for its outcome
         several times, and most walks never look at the scores)."""
-        if not self.scores_json:
-            return []
-        read = self.read
-        found = read.get(self.scores_json) if read is not None else None
-        if found is None:
-            found = _SCORES.validate_json(self.scores_json)
-            if read is not None and len(read) < SCORES_KEPT:
-                read[self.scores_json] = found
-        return list(found)
+        return _SCORES.validate_json(self.scores_json) if self.scores_json else []
 
 
 _SCORES = TypeAdapter(list[Score])  # an item's scores are read in one call, not score by score
-
-SCORES_KEPT = 2_000
-"""Most items' scores a run's data keeps read. A report reads them on each metric's walk over
-the run (six walks over ~600 scored items in a 200-event run: 3,600 reads, 600 of them new);
-the first ones read are kept, so a larger run's walks still find that many (keeping the most
-recent instead, each walk would drop every item before the next walk came back to it)."""
 
 
 @lru_cache(maxsize=256)
@@ -76,7 +60,6 @@ class RunData:
         self.store = store
         self.run_id = run_id
         self.plan = plan
-        self._scores_read: dict[str, list[Score]] = {}
 
     def items(self, step: str | None = None, *, prefix: str | None = None,
               payload: bool = False, scored: bool = False) -> Iterator[RunItem]:
@@ -85,7 +68,7 @@ class RunData:
             yield RunItem(step=row["step"], item=row["item"], status=row["status"],
                           note=row["note"] or "", scores_json=row["scores"] or "", key=row["key"],
                           payload=row.get("payload"), warnings=_warnings(row.get("warnings")),
-                          value_hash=row.get("value_hash") or "", read=self._scores_read)
+                          value_hash=row.get("value_hash") or "")
 
     def scores(self, name: str | None = None, step: str | None = None) -> Iterator[tuple[RunItem, Score]]:
         for item in self.items(step, scored=True):

@@ -77,8 +77,9 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     """Rows of runs, model calls, cached responses, step items and leases; safe for several
     processes on one store (inserts are idempotent, migrations and claims take the write lock).
 
-    An answered model call (its row and its cache entry) is committed at once (about 0.15 ms on
-    SQLite): a run killed at any moment never pays again for an answer it got. Other rows (cache
+    An answered model call (its row and its cache entry) is committed before the event loop
+    waits for anything, with the other answers of the same loop turn (at once outside a loop):
+    a run killed after that never pays again for an answer it got. Other rows (cache
     hits, failures, items, run records, released claims) are buffered, committed at most
     ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made
     them.
@@ -95,6 +96,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         self.url = url
         self.read_only = read_only
         self._pending_calls = []
+        self._answers, self._answered, self._answers_due = [], {}, None
         self._pending_items = {}
         self._replacing = set()
         self._pending_run_items = []
@@ -200,6 +202,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         transaction: an item is never in the store without the model calls that made it, and a
         claim is given up with the item it was taken for."""
         self._last_flush = time.monotonic()
+        self.commit_answers()  # first: an item is never in the store without the calls that made it
         if not (self._pending_calls or self._pending_items or self._pending_run_items
                 or self._pending_releases):
             return

@@ -1,0 +1,98 @@
+"""An answered call and its cache entry are committed before the event loop waits for anything:
+at the end of the loop's turn that received them, with the other answers of that turn in one
+transaction; this store finds them meanwhile, and a failed commit keeps them for the next one."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from intellagent.store import Store
+
+
+def _answer(store: Store, run: str, i: int) -> None:
+    store.record_answer(dict(run_id=run, stage="dialogs", role="user", model="m", provider="openai",
+                             request_hash=f"h{i}", kind="chat", attempts=1, outcome="ok",
+                             prompt_tokens=10, completion_tokens=2, cost_usd=0.001),
+                        cache=dict(request_hash=f"h{i}", model="m", kind="chat", response=f'"a{i}"',
+                                   prompt_tokens=10, completion_tokens=2))
+
+
+def _committed(tmp_path) -> tuple[int, int]:
+    """Call rows and cache entries another connection sees (what a kill would leave)."""
+    other = sqlite3.connect(tmp_path / "intellagent.db")
+    try:
+        return (other.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0],
+                other.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0])
+    finally:
+        other.close()
+
+
+def _count_commits(store: Store, monkeypatch) -> list[int]:
+    commits: list[int] = []
+    write = store._hot.write
+
+    def counted(*args, **kwargs):
+        commits.append(1)
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(store._hot, "write", counted)
+    return commits
+
+
+def test_the_answers_of_one_loop_turn_are_committed_together_at_its_end(tmp_path, monkeypatch):
+    store = Store.for_workspace(tmp_path)
+    run = store.start_run()
+    commits = _count_commits(store, monkeypatch)
+
+    async def turn():
+        for i in range(3):
+            _answer(store, run, i)
+        during = _committed(tmp_path)
+        found = store.cached("h1")  # this store finds an answer of this turn
+        await asyncio.sleep(0)  # the turn ends
+        return during, found, _committed(tmp_path)
+
+    during, found, after = asyncio.run(turn())
+    assert during == (0, 0) and found is not None and found.response == '"a1"'
+    assert after == (3, 3) and len(commits) == 1
+    _answer(store, run, 3)  # outside an event loop: at once
+    assert _committed(tmp_path) == (4, 4) and len(commits) == 2
+
+
+def test_a_flush_in_the_same_turn_commits_the_answers_before_the_items(tmp_path):
+    store = Store.for_workspace(tmp_path)
+    run = store.start_run()
+
+    async def turn():
+        _answer(store, run, 0)
+        store.flush()  # (a finished item's rows: never in the store before its calls)
+        return _committed(tmp_path)
+
+    assert asyncio.run(turn()) == (1, 1)
+
+
+def test_a_commit_that_fails_keeps_the_answers_and_the_next_one_commits_them(tmp_path):
+    store = Store.for_workspace(tmp_path)
+    run = store.start_run()
+    store._hot.conn().execute("PRAGMA busy_timeout = 50")
+    locker = sqlite3.connect(tmp_path / "intellagent.db", isolation_level=None)
+
+    async def turn():
+        locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+        _answer(store, run, 0)
+        _answer(store, run, 1)
+        await asyncio.sleep(0)  # the turn's commit fails: database is locked
+        kept = len(store._answers), store.cached("h0") is not None
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.flush()  # a flush says so
+        locker.execute("ROLLBACK")
+        _answer(store, run, 2)
+        await asyncio.sleep(0)
+        return kept
+
+    assert asyncio.run(turn()) == (2, True)
+    locker.close()
+    assert _committed(tmp_path) == (3, 3) and not store._answers

@@ -76,11 +76,13 @@ class RunData:
                 if name is None or score.name == name:
                     yield item, score
 
-    def decode(self, step: str, payload: str | None) -> Any:
-        """The item's value; None for an item that has none (it could not finish)."""
+    def decode(self, step: str, payload: str | None, as_type: Any = None) -> Any:
+        """The item's value (read as ``as_type``, a model of the few fields a reader needs, when
+        given: the rest of the payload is skipped); None for an item that has none (it could
+        not finish)."""
         if payload in (None, "null"):
             return None
-        return adapter(annotation_of(self.plan.steps[step].output)).validate_json(payload)
+        return adapter(as_type or annotation_of(self.plan.steps[step].output)).validate_json(payload)
 
     def value(self, step: str, item: str = "") -> Any:
         """The output of ``step`` for ``item`` (None when the run has none)."""
@@ -89,9 +91,9 @@ class RunData:
                 return self.decode(step, found["payload"])
         return None
 
-    def values(self, step: str) -> Iterator[tuple[str, Any]]:
+    def values(self, step: str, as_type: Any = None) -> Iterator[tuple[str, Any]]:
         for found in self.items(step, payload=True):
-            value = self.decode(step, found.payload)
+            value = self.decode(step, found.payload, as_type)
             if value is not None:
                 yield found.item, value
 

@@ -35,7 +35,7 @@ class CallLog(StoreBase):
         """The row of an answered call and, when given, its cache entry (``response``: the
         answer as JSON text), committed before the event loop waits for anything: at the end of
         the loop's turn that received it, in one transaction with the other answers received in
-        that turn (a run's answers come in bursts: three a commit on average in a 200-event run),
+        that turn (a run's answers come in bursts: 2.4 a commit in a 200-event run),
         or at once outside an event loop. An answer that was paid for is not lost to a kill
         after that turn; meanwhile the cache look-ups of this store find it."""
         call.setdefault("created_at", time.time())

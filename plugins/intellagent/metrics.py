@@ -116,9 +116,8 @@ class CoverageMetric(Metric):
         graph: PolicyGraph | None = data.value(c.graph)
         covered: set[str] = set()
         met: set[frozenset] = set()
-        for item in data.items(c.events, payload=True):
-            event = None if item.payload in (None, "null") else _Covers.model_validate_json(item.payload)
-            if event is not None and event.status == "ok":
+        for _, event in data.values(c.events, as_type=_Covers):
+            if event.status == "ok":
                 ids = event.spec.policies
                 covered |= set(ids)
                 met |= {frozenset((a, b)) for a in ids for b in ids if a != b}

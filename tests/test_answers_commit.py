@@ -1,6 +1,6 @@
-"""An answered call and its cache entry are committed before the event loop waits for anything:
-at the end of the loop's turn that received them, with the other answers of that turn in one
-transaction; this store finds them meanwhile, and a failed commit keeps them for the next one."""
+"""An answered call and its cache entry are committed within ``ANSWER_SECONDS``, with the other
+answers received meanwhile in one transaction; this store finds them meanwhile, a flush commits
+them first, and a failed commit keeps them for the next one."""
 
 from __future__ import annotations
 
@@ -42,24 +42,32 @@ def _count_commits(store: Store, monkeypatch) -> list[int]:
     return commits
 
 
-def test_the_answers_of_one_loop_turn_are_committed_together_at_its_end(tmp_path, monkeypatch):
+def test_the_answers_of_a_window_are_committed_together_at_its_end(tmp_path, monkeypatch):
     store = Store.for_workspace(tmp_path)
     run = store.start_run()
     commits = _count_commits(store, monkeypatch)
+    window = store.ANSWER_SECONDS
 
-    async def turn():
-        for i in range(3):
-            _answer(store, run, i)
+    async def answers():
+        _answer(store, run, 0)
+        await asyncio.sleep(0)  # other turns of the loop: still within the window
+        _answer(store, run, 1)
+        await asyncio.sleep(window / 5)
+        _answer(store, run, 2)
         during = _committed(tmp_path)
-        found = store.cached("h1")  # this store finds an answer of this turn
-        await asyncio.sleep(0)  # the turn ends
-        return during, found, _committed(tmp_path)
+        found = store.cached("h1")  # this store finds an answer not committed yet
+        await asyncio.sleep(window * 3)  # the window has ended
+        after = _committed(tmp_path), len(commits)
+        _answer(store, run, 3)  # a new window
+        await asyncio.sleep(window * 3)
+        return during, found, after, (_committed(tmp_path), len(commits))
 
-    during, found, after = asyncio.run(turn())
+    during, found, after, later = asyncio.run(answers())
     assert during == (0, 0) and found is not None and found.response == '"a1"'
-    assert after == (3, 3) and len(commits) == 1
-    _answer(store, run, 3)  # outside an event loop: at once
-    assert _committed(tmp_path) == (4, 4) and len(commits) == 2
+    assert after == ((3, 3), 1)  # one commit for the three
+    assert later == ((4, 4), 2)
+    _answer(store, run, 4)  # outside an event loop: at once
+    assert _committed(tmp_path) == (5, 5) and len(commits) == 3
 
 
 def test_a_flush_in_the_same_turn_commits_the_answers_before_the_items(tmp_path):
@@ -84,15 +92,43 @@ def test_a_commit_that_fails_keeps_the_answers_and_the_next_one_commits_them(tmp
         locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
         _answer(store, run, 0)
         _answer(store, run, 1)
-        await asyncio.sleep(0)  # the turn's commit fails: database is locked
+        await asyncio.sleep(store.ANSWER_SECONDS * 3)  # the window's commit fails: database is locked
         kept = len(store._answers), store.cached("h0") is not None
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             store.flush()  # a flush says so
         locker.execute("ROLLBACK")
         _answer(store, run, 2)
-        await asyncio.sleep(0)
+        await asyncio.sleep(store.ANSWER_SECONDS * 3)
         return kept
 
     assert asyncio.run(turn()) == (2, True)
     locker.close()
     assert _committed(tmp_path) == (3, 3) and not store._answers
+
+
+def test_remembered_results_are_committed_with_the_next_flush_and_found_meanwhile(tmp_path, monkeypatch):
+    """A step's partial results (``StepContext.remember``: a graph's edge scores, hundreds of
+    them) are buffered like items: one transaction for all of them, not one each."""
+    store = Store.for_workspace(tmp_path)
+    store.FLUSH_SECONDS = 3600  # (no flush falls due while the test runs)
+    run = store.start_run()
+    commits = _count_commits(store, monkeypatch)
+    for i in range(3):
+        store.put_artefact("memo", f"k{i}", str(i), run_id=run)
+    store.put_artefact("memo", "k0", "99", run_id=run)  # one already remembered is left as it is
+    assert [store.artefact("memo", f"k{i}") for i in range(4)] == ["0", "1", "2", None]
+    assert _remembered(tmp_path) == [] and not commits
+    store.flush()
+    assert _remembered(tmp_path) == [("k0", "0"), ("k1", "1"), ("k2", "2")] and len(commits) == 1
+    store.put_artefact("memo", "k1", "99", run_id=run)  # committed already: still left as it is
+    assert store.artefact("memo", "k1") == "1"
+    store.flush()
+    assert store.artefact("memo", "k1") == "1" and _remembered(tmp_path)[1] == ("k1", "1")
+
+
+def _remembered(tmp_path) -> list[tuple[str, str]]:
+    other = sqlite3.connect(tmp_path / "intellagent.db")
+    try:
+        return other.execute("SELECT key, payload FROM artefacts ORDER BY key").fetchall()
+    finally:
+        other.close()

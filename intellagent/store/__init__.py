@@ -77,10 +77,10 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     """Rows of runs, model calls, cached responses, step items and leases; safe for several
     processes on one store (inserts are idempotent, migrations and claims take the write lock).
 
-    An answered model call (its row and its cache entry) is committed before the event loop
-    waits for anything, with the other answers of the same loop turn (at once outside a loop):
-    a run killed after that never pays again for an answer it got. Other rows (cache
-    hits, failures, items, run records, released claims) are buffered, committed at most
+    An answered model call (its row and its cache entry) is committed within
+    ``ANSWER_SECONDS`` (50 ms), with the other answers received meanwhile (at once outside an
+    event loop): a run killed after that never pays again for an answer it got. Other rows (cache
+    hits, failures, items, artefacts, run records, released claims) are buffered, committed at most
     ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made
     them.
     """
@@ -98,6 +98,7 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
         self._pending_calls = []
         self._answers, self._answered, self._answers_due = [], {}, None
         self._pending_items = {}
+        self._pending_artefacts = {}
         self._replacing = set()
         self._pending_run_items = []
         self._pending_releases = []
@@ -192,22 +193,23 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
             self.flush()
 
     def _maybe_flush(self) -> None:
-        if len(self._pending_calls) + len(self._pending_run_items) >= self.FLUSH_ROWS:
+        if len(self._pending_calls) + len(self._pending_run_items) + len(self._pending_artefacts) >= self.FLUSH_ROWS:
             self.flush()
         else:
             self.flush_due()
 
     def flush(self) -> None:
-        """Commit every buffered call row, item, run item and released claim, in one
+        """Commit every buffered call row, item, artefact, run item and released claim, in one
         transaction: an item is never in the store without the model calls that made it, and a
         claim is given up with the item it was taken for."""
         self._last_flush = time.monotonic()
         self.commit_answers()  # first: an item is never in the store without the calls that made it
         if not (self._pending_calls or self._pending_items or self._pending_run_items
-                or self._pending_releases):
+                or self._pending_releases or self._pending_artefacts):
             return
         calls, self._pending_calls = self._pending_calls, []
         items, self._pending_items = self._pending_items, {}
+        artefacts, self._pending_artefacts = self._pending_artefacts, {}
         run_items, self._pending_run_items = self._pending_run_items, []
         releases, self._pending_releases = self._pending_releases, []
         with self._hot.write() as cur:
@@ -215,4 +217,5 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
             for statement, rows in self._item_writes(items):
                 self._hot.execute(cur, statement, rows)
             self._hot.execute(cur, self._statement("run_item", self._upsert_run_item), run_items)
+            self._hot.execute(cur, self._artefact_insert(), list(artefacts.values()))
             self._hot.execute(cur, RELEASE, releases)

@@ -14,10 +14,11 @@ from intellagent.store.schema import ArtefactRow, ItemRow, RunItemRow
 
 
 class ItemRecords(StoreBase):
-    """Items, run items and artefacts. Items and run items are buffered and committed with the
-    model calls that made them (:meth:`intellagent.store.Store.flush`)."""
+    """Items, run items and artefacts. All three are buffered and committed with the model calls
+    that made them (:meth:`intellagent.store.Store.flush`)."""
 
     _pending_items: dict[str, dict[str, Any]]
+    _pending_artefacts: dict[tuple[str, str], dict[str, Any]]
     _pending_run_items: list[dict[str, Any]]
     _replacing: set[str]  # pending items that replace a finished one (made again on purpose)
 
@@ -124,16 +125,23 @@ class ItemRecords(StoreBase):
     def artefact(self, kind: str, key: str) -> str | None:
         """The JSON payload of a finished item, or None."""
         row = self._hot.read(_ARTEFACT_GET, {"k": kind, "h": key})
-        return row[0] if row else None
+        if row:
+            return row[0]
+        pending = self._pending_artefacts.get((kind, key))  # (one in the store is kept: it comes first)
+        return pending["payload"] if pending is not None else None
 
     def put_artefact(self, kind: str, key: str, payload: str, *, run_id: str | None = None,
                      item: str | None = None) -> None:
-        """Record a finished item. Its model calls are committed first, so a finished item's
-        calls are always in the log; an existing item is left as it is."""
-        self.flush()
-        with self._hot.write() as cur:
-            self._hot.execute(cur, self._statement("artefact", lambda: self._insert_ignore(ArtefactRow)), dict(
-                kind=kind, key=key, run_id=run_id, item=item, payload=payload, created_at=time.time()))
+        """Record a finished item (buffered: committed with the next flush, after the model calls
+        that made it, so a finished item's calls are always in the log); an existing item is left
+        as it is. A step that remembers many (a graph's edge scores, 300 for airline's) commits
+        them together, not each in a transaction of its own."""
+        self._pending_artefacts.setdefault((kind, key), dict(
+            kind=kind, key=key, run_id=run_id, item=item, payload=payload, created_at=time.time()))
+        self._maybe_flush()
+
+    def _artefact_insert(self) -> Any:
+        return self._statement("artefact", lambda: self._insert_ignore(ArtefactRow))
 
 
 _RUN_ITEMS: dict[tuple[bool, bool, bool, bool], Any] = {}

@@ -87,6 +87,11 @@ def test_a_new_reservation_of_a_new_user_linked_by_symbols():
     assert user["reservations"] == [reservation_key]  # listed, nothing inherited from the template
     assert rows[("reservations", reservation_key)]["user_id"] == user_key
     assert user_key in event.brief and "U1" not in event.brief and reservation_key in event.brief
+    # the user knows the records involved, by symbol, as they are after the rows were linked
+    # (the user lists the new reservation), in json.dumps's text
+    facts = {"U1": user, "R1": rows[("reservations", reservation_key)]}
+    assert event.user_knowledge.endswith("\n\nRecords involved:\n" +
+                                         json.dumps(facts, default=str, ensure_ascii=False))
     # the event's database is valid and finds the new user by the new email
     db = env.database_with(event.rows)
     found = env.tools["get_user_details"].call(db, {"user_id": user_key})

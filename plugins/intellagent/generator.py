@@ -248,10 +248,12 @@ class SymbolicEvents(Generator):
                                                     candidates, rng)
                 if not errors:
                     by_symbol = {s.symbol: s.key for s in symbols}
-                    records = {(r.table, r.key): r.record for r in rows}  # every symbol's row is among them
-                    facts = {s.symbol: records[(s.table, s.key)] for s in symbols}
-                    knowledge = _in_text(event.user_knowledge, by_symbol) + \
-                        "\n\nRecords involved:\n" + json.dumps(facts, default=str, ensure_ascii=False)
+                    # json.dumps({symbol: record}, default=str, ensure_ascii=False), each record's
+                    # text as the database keeps it for a row it has shown before (a flight's is
+                    # 5 KB, and was among the candidates)
+                    facts = ", ".join(f"{json.dumps(s.symbol, ensure_ascii=False)}: {db.record_json(s.table, s.key)}"
+                                      for s in symbols)
+                    knowledge = _in_text(event.user_knowledge, by_symbol) + "\n\nRecords involved:\n{" + facts + "}"
                     return event.model_copy(update={
                         "brief": _in_text(event.brief, by_symbol), "user_knowledge": knowledge,
                         "symbols": symbols, "rows": rows, "repairs": attempt,

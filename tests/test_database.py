@@ -357,6 +357,18 @@ def test_record_json_is_the_records_json_and_follows_writes(shop):
     assert db.record_json("orders", "nope") is None
 
 
+def test_record_json_without_keeping_reads_a_kept_text_and_keeps_no_new_one(shop):
+    db = load_environment(shop).seed_database()
+    kept = db.record_json("orders", "o1")  # (kept)
+    db.update("orders", "o2", note="only this event's")
+    size = len(db._row_json_text)
+    assert db.record_json("orders", "o1", keep=False) is kept  # the kept text itself
+    text = db.record_json("orders", "o2", keep=False)
+    assert text == json.dumps(db.get("orders", "o2"), default=str, ensure_ascii=False)
+    assert len(db._row_json_text) == size  # the written row's text was not kept
+    assert db.record_json("orders", "o2") == text and len(db._row_json_text) == size + 1
+
+
 @pytest.mark.parametrize("bound", [(1, 10**9), (64, 1)])
 def test_hashes_stay_right_when_the_cache_of_table_texts_is_full(shop, monkeypatch, bound):
     from intellagent.environment import database

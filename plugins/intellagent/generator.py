@@ -250,9 +250,9 @@ class SymbolicEvents(Generator):
                     by_symbol = {s.symbol: s.key for s in symbols}
                     # json.dumps({symbol: record}, default=str, ensure_ascii=False), each record's
                     # text as the database keeps it for a row it has shown before (a flight's is
-                    # 5 KB, and was among the candidates)
-                    facts = ", ".join(f"{json.dumps(s.symbol, ensure_ascii=False)}: {db.record_json(s.table, s.key)}"
-                                      for s in symbols)
+                    # 5 KB, and was among the candidates); this event's own rows are not kept
+                    facts = ", ".join(f"{json.dumps(s.symbol, ensure_ascii=False)}: "
+                                      f"{db.record_json(s.table, s.key, keep=False)}" for s in symbols)
                     knowledge = _in_text(event.user_knowledge, by_symbol) + "\n\nRecords involved:\n{" + facts + "}"
                     return event.model_copy(update={
                         "brief": _in_text(event.brief, by_symbol), "user_knowledge": knowledge,

@@ -52,6 +52,11 @@ OPERATIONAL = {"budget_usd", "budget_tokens", "max_concurrency", "requests_per_m
                "tokens_per_minute", "max_retries", "backoff_base", "backoff_max", "timeout", "deadline",
                "cache"}
 
+#: Seconds an answered model call may wait for its commit while a run's steps execute (the
+#: store's ``answer_window``): the answers of 50 ms share one transaction. A kill loses at most
+#: the answers of its last 50 ms; every other end of the steps flushes them.
+ANSWER_WINDOW = 0.05
+
 #: The step item the code running now works for (set while the scheduler makes it; inherited by
 #: the tasks it starts): a model call's event names its step and item through it
 _ITEM: ContextVar[tuple[PlannedStep, str] | None] = ContextVar("intellagent_item", default=None)
@@ -214,6 +219,7 @@ class Runner:
         seed = asyncio.get_running_loop().run_in_executor(None, self.env.prepare)
         seed.add_done_callback(lambda done: done.cancelled() or done.exception())
         self.progress.start()
+        window, self.store.answer_window = self.store.answer_window, ANSWER_WINDOW
         try:
             if executor.shares_work:
                 await executor.open(self._shared_run())
@@ -227,6 +233,7 @@ class Runner:
         except BaseExceptionGroup as group:  # noqa: F821 - builtin in 3.11
             raise first_error(group) from None
         finally:
+            self.store.answer_window = window  # (both callers flush next: no answer is left waiting)
             keeper.cancel()
             flusher.cancel()
             await executor.close()

@@ -1,14 +1,17 @@
-"""An answered call and its cache entry are committed within ``ANSWER_SECONDS``, with the other
-answers received meanwhile in one transaction; this store finds them meanwhile, a flush commits
-them first, and a failed commit keeps them for the next one."""
+"""An answered call and its cache entry are committed at the end of the event loop's turn that
+received it (within the store's ``answer_window``, when one is set, as a run sets it), with the
+other answers received meanwhile in one transaction; this store finds them meanwhile, a flush
+commits them first, and a failed commit keeps them for the next one."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 
 import pytest
 
+from intellagent.runner import ANSWER_WINDOW
 from intellagent.store import Store
 
 
@@ -42,11 +45,31 @@ def _count_commits(store: Store, monkeypatch) -> list[int]:
     return commits
 
 
-def test_the_answers_of_a_window_are_committed_together_at_its_end(tmp_path, monkeypatch):
+def test_the_answers_of_one_loop_turn_are_committed_together_at_its_end(tmp_path, monkeypatch):
     store = Store.for_workspace(tmp_path)
     run = store.start_run()
     commits = _count_commits(store, monkeypatch)
-    window = store.ANSWER_SECONDS
+
+    async def turn():
+        for i in range(3):
+            _answer(store, run, i)
+        during = _committed(tmp_path)
+        found = store.cached("h1")  # this store finds an answer of this turn
+        await asyncio.sleep(0)  # the turn ends
+        return during, found, _committed(tmp_path)
+
+    during, found, after = asyncio.run(turn())
+    assert during == (0, 0) and found is not None and found.response == '"a1"'
+    assert after == (3, 3) and len(commits) == 1
+    _answer(store, run, 3)  # outside an event loop: at once
+    assert _committed(tmp_path) == (4, 4) and len(commits) == 2
+
+
+def test_within_a_window_the_answers_of_its_turns_are_committed_together_at_its_end(tmp_path, monkeypatch):
+    store = Store.for_workspace(tmp_path)
+    store.answer_window = window = ANSWER_WINDOW  # as a run's steps have it
+    run = store.start_run()
+    commits = _count_commits(store, monkeypatch)
 
     async def answers():
         _answer(store, run, 0)
@@ -92,13 +115,13 @@ def test_a_commit_that_fails_keeps_the_answers_and_the_next_one_commits_them(tmp
         locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
         _answer(store, run, 0)
         _answer(store, run, 1)
-        await asyncio.sleep(store.ANSWER_SECONDS * 3)  # the window's commit fails: database is locked
+        await asyncio.sleep(0)  # the turn's commit fails: database is locked
         kept = len(store._answers), store.cached("h0") is not None
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             store.flush()  # a flush says so
         locker.execute("ROLLBACK")
         _answer(store, run, 2)
-        await asyncio.sleep(store.ANSWER_SECONDS * 3)
+        await asyncio.sleep(0)
         return kept
 
     assert asyncio.run(turn()) == (2, True)
@@ -130,5 +153,36 @@ def _remembered(tmp_path) -> list[tuple[str, str]]:
     other = sqlite3.connect(tmp_path / "intellagent.db")
     try:
         return other.execute("SELECT key, payload FROM artefacts ORDER BY key").fetchall()
+    finally:
+        other.close()
+
+
+def test_a_runs_steps_commit_answers_within_its_window_and_all_of_them_as_they_end(tmp_path, monkeypatch):
+    from intellagent.environment import load_environment
+    from intellagent.plan import load_plan
+    from intellagent.registry import load_registry
+    from intellagent.runner import drive, run_plan
+    from intellagent.store.calls import CallLog
+
+    windows: list[float] = []
+    record = CallLog.record_answer
+
+    def spied(self, call, **kwargs):  # (what the store is set to as each answer comes)
+        windows.append(self.answer_window)
+        return record(self, call, **kwargs)
+
+    monkeypatch.setattr(CallLog, "record_answer", spied)
+    registry = load_registry()
+    env = load_environment(registry.resolve("environment", "airline").value)
+    plan = load_plan(None, registry, overrides=[("llm.default", {"model": "mock/demo"}, "test")],
+                     params={"events": "3"})
+    store = Store.for_workspace(tmp_path)
+    drive(run_plan(plan, env, store=store, registry=registry, workspace=tmp_path,
+                   progress_stream=open(os.devnull, "w")))
+    assert len(windows) > 10 and set(windows) == {ANSWER_WINDOW}
+    assert store.answer_window == 0 and not store._answers  # as it was, nothing left waiting
+    other = sqlite3.connect(tmp_path / "intellagent.db")
+    try:
+        assert other.execute("SELECT COUNT(*) FROM llm_calls WHERE NOT cached").fetchone()[0] == len(windows)
     finally:
         other.close()

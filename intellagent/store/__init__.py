@@ -77,9 +77,10 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     """Rows of runs, model calls, cached responses, step items and leases; safe for several
     processes on one store (inserts are idempotent, migrations and claims take the write lock).
 
-    An answered model call (its row and its cache entry) is committed within
-    ``ANSWER_SECONDS`` (50 ms), with the other answers received meanwhile (at once outside an
-    event loop): a run killed after that never pays again for an answer it got. Other rows (cache
+    An answered model call (its row and its cache entry) is committed before the event loop
+    waits for anything, with the other answers of the same loop turn (at once outside a loop;
+    within ``answer_window`` while a run's steps execute): a run killed after that never pays
+    again for an answer it got. Other rows (cache
     hits, failures, items, artefacts, run records, released claims) are buffered, committed at most
     ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made
     them.

@@ -17,16 +17,18 @@ from intellagent.store.schema import COMPACT_KEYS, CachedResponseRow, ItemRow, L
 
 
 class CallLog(StoreBase):
-    """Call rows (buffered, except an answered call's, committed with its cache entry within
-    ``ANSWER_SECONDS``), the cost summary, and cache look-ups."""
+    """Call rows (buffered, except an answered call's, committed with its cache entry at the end
+    of the event loop's turn, or within ``answer_window``), the cost summary, and cache
+    look-ups."""
 
-    ANSWER_SECONDS = 0.05
-    """How long an answered call waits, at most, for its commit inside an event loop: the answers
-    received meanwhile are committed with it, in one transaction. In a 200-event run (2,027
-    answers), a commit at the end of each event-loop turn held 2.4 answers (870 commits); one
-    within 50 ms holds 8 (251 commits, each writing the pages its rows dirty; their CPU 0.19 s →
-    0.14 s). A kill loses at most the answers of the last 50 ms; every other exit commits them (a
-    flush does, first)."""
+    answer_window = 0.0
+    """How long an answered call may wait for its commit inside an event loop, in seconds: the
+    answers received meanwhile are committed with it, in one transaction. 0: at the end of the
+    loop's turn that received it, before the loop waits for anything. A run sets
+    :data:`intellagent.runner.ANSWER_WINDOW` while its steps execute (it flushes when they end,
+    however they end): in a 200-event run (2,027 answers), a commit at the end of each turn held
+    2.4 answers (870 commits); one within 50 ms holds 8 (251 commits, each writing the pages its
+    rows dirty; their CPU 0.19 s → 0.14 s)."""
 
     _pending_calls: list[dict[str, Any]]
     _answers: list[tuple[dict[str, Any], dict[str, Any] | None]]  # recorded, not committed yet
@@ -41,10 +43,11 @@ class CallLog(StoreBase):
 
     def record_answer(self, call: dict[str, Any], *, cache: dict[str, Any] | None = None) -> None:
         """The row of an answered call and, when given, its cache entry (``response``: the
-        answer as JSON text), committed within ``ANSWER_SECONDS``, in one transaction with the
-        other answers received meanwhile, or at once outside an event loop (and by any flush
-        before then). An answer that was paid for is not lost to a kill after that; meanwhile
-        the cache look-ups of this store find it."""
+        answer as JSON text), committed in one transaction with the other answers received in
+        the same event-loop turn, at its end (within ``answer_window``, when one is set), or at
+        once outside an event loop; a flush before then commits them first. An answer that was
+        paid for is not lost to a kill after that; meanwhile the cache look-ups of this store
+        find it."""
         call.setdefault("created_at", time.time())
         row = {**CALL_DEFAULTS, **call}
         entry = None if cache is None else {**cache, "created_at": call["created_at"]}
@@ -58,7 +61,10 @@ class CallLog(StoreBase):
             return
         if self._answers_due is not loop:  # (a loop that ended before its commit: not it)
             self._answers_due = loop
-            loop.call_later(self.ANSWER_SECONDS, self._commit_answers_due)
+            if self.answer_window > 0:
+                loop.call_later(self.answer_window, self._commit_answers_due)
+            else:
+                loop.call_soon(self._commit_answers_due)
 
     def _commit_answers_due(self) -> None:
         self._answers_due = None
@@ -218,7 +224,7 @@ class CallLog(StoreBase):
         migration 8, looked up when the store has answers cached before it (a hit is then
         copied under ``request_hash``, so it is found directly next time)."""
         pending = self._answered.get(request_hash)
-        if pending is not None:  # answered, its commit due within ANSWER_SECONDS
+        if pending is not None:  # answered, its commit due (at the turn's end, or the window's)
             return CachedResponseRow.model_validate(pending)
         row = self._hot.read(_CACHE_GET, {"h": request_hash})
         if row is not None:

@@ -80,10 +80,9 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
     An answered model call (its row and its cache entry) is committed before the event loop
     waits for anything, with the other answers of the same loop turn (at once outside a loop;
     within ``answer_window`` while a run's steps execute): a run killed after that never pays
-    again for an answer it got. Other rows (cache
-    hits, failures, items, artefacts, run records, released claims) are buffered, committed at most
-    ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart and on :meth:`flush`, after the calls that made
-    them.
+    again for an answer it got. Other rows (cache hits, failures, items, artefacts, run records,
+    released claims) are buffered, committed at most ``FLUSH_SECONDS`` or ``FLUSH_ROWS`` apart
+    and on :meth:`flush`, after the calls that made them.
     """
 
     FLUSH_SECONDS = 0.25
@@ -194,7 +193,8 @@ class Store(RunRecords, ItemRecords, CallLog, Leases):
             self.flush()
 
     def _maybe_flush(self) -> None:
-        if len(self._pending_calls) + len(self._pending_run_items) + len(self._pending_artefacts) >= self.FLUSH_ROWS:
+        buffered = len(self._pending_calls) + len(self._pending_run_items) + len(self._pending_artefacts)
+        if buffered >= self.FLUSH_ROWS:
             self.flush()
         else:
             self.flush_due()

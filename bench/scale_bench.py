@@ -364,7 +364,9 @@ def resume_figure() -> None:
         stops = 0
         for attempt in range(1, 41):
             out = subprocess.run(args + ["--budget", f"{0.2 * attempt:.1f}"], capture_output=True,
-                                 text=True, check=True, timeout=600)
+                                 text=True, timeout=600)
+            if out.returncode not in (0, 3):  # 3: stopped by the budget (or another stop)
+                raise SystemExit(f"the run exited {out.returncode}: {(out.stderr or out.stdout)[-2000:]}")
             if "budget-exhausted" not in out.stdout:
                 break
             stops += 1

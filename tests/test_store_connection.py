@@ -51,3 +51,43 @@ def test_answers_written_through_the_kept_connection_read_back_as_written(tmp_pa
     cached = store.cached("h1")
     assert (cached.model, cached.response, cached.prompt_tokens) == ("m1", '{"n": 1}', 8)
     assert store.failed_attempts() == {"h1": 2}
+
+
+def _item_columns(store: Store) -> list[str]:
+    return [row[1] for row in store._hot.conn().execute("PRAGMA table_info(items)")]
+
+
+def _put_and_read(store: Store, run: str, n: int) -> list[tuple]:
+    big = '{"turns": "' + "x" * 20_000 + '"}'  # a value that spills into overflow pages
+    for i in range(n):
+        store.put_item(key=f"k{i}", step="s", status="ok", halt=bool(i % 2), note=f"n{i}",
+                       scores="[]", payload=big, value_hash=f"v{i}", warnings='["w"]', run_id=run)
+        store.record_run_item(run, "s", f"E{i}", f"{i:04d}", f"k{i}", "ok")
+    store.flush()
+    found = store.item("k1")
+    assert (found.payload, found.value_hash, found.run_id, found.note) == (big, "v1", run, "n1")
+    return [(r["item"], r["halt"], r["note"], r["value_hash"], r["warnings"], r.get("payload") == big)
+            for r in store.run_items(run, payload=True)]
+
+
+def test_an_items_value_is_its_rows_last_column_and_a_store_made_before_reads_the_same(tmp_path):
+    """A long value spills into overflow pages, which a read of any column after it walks: a new
+    store keeps it last, so the report's passes over the items (every column but the value) read
+    none of them. A store made with the value before value_hash, created_at and run_id reads and
+    writes the same rows."""
+    new = Store.for_workspace(tmp_path / "new")
+    assert _item_columns(new)[-1] == "payload"
+    expected = _put_and_read(new, new.start_run(), 3)
+    assert expected == [(f"E{i}", bool(i % 2), f"n{i}", f"v{i}", '["w"]', True) for i in range(3)]
+
+    old = Store.for_workspace(tmp_path / "old")
+    conn = old._hot.conn()
+    columns = _item_columns(old)
+    before = columns[:columns.index("value_hash")] + ["payload", "value_hash", "created_at", "run_id"]
+    ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'items'").fetchone()[0]
+    lines = {line.strip().split()[0].strip('"'): line.strip().rstrip(",")
+             for line in ddl.splitlines()[1:] if line.strip() and not line.strip().startswith(("PRIMARY", ")"))}
+    conn.execute("DROP TABLE items")
+    conn.execute("CREATE TABLE items (" + ", ".join(lines[c] for c in before) + ', PRIMARY KEY ("key"))')
+    assert _item_columns(old) == before and before != columns
+    assert _put_and_read(old, old.start_run(), 3) == expected

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Iterator
+from typing import Any
 
 from intellagent.environment import Row
 from intellagent_plugins.dialogue.dialog import Dialog
@@ -28,21 +28,33 @@ def first_line(text: str, limit: int = 90) -> str:
     return (cut if len(cut) > limit // 2 else line[:limit]) + "…"
 
 
-def _pieces(value: Any) -> Iterator[str]:
-    """A value as readable text, piece by piece (a mapping as ``key: value; …``, a list comma
-    separated), so a cell can stop reading a large nested value once it has enough."""
+def _fill(value: Any, out: list[str], left: int) -> int:
+    """Append ``value`` as readable text to ``out`` (a mapping as ``key: value; …``, a list comma
+    separated) until ``left`` characters are used up; returns what is left (below 0: cut short),
+    so a cell stops reading a large nested value once it has enough."""
     if isinstance(value, dict):
         for i, (key, inner) in enumerate(value.items()):
-            yield ("; " if i else "") + f"{key}: "
-            yield from _pieces(inner)
-    elif isinstance(value, list):
-        yield "["
+            piece = f"; {key}: " if i else f"{key}: "
+            out.append(piece)
+            left = _fill(inner, out, left - len(piece))
+            if left < 0:
+                return left
+        return left
+    if isinstance(value, list):
+        out.append("[")
+        left -= 1
         for i, inner in enumerate(value):
-            yield ", " if i else ""
-            yield from _pieces(inner)
-        yield "]"
-    else:
-        yield "" if value is None else str(value)
+            if i:
+                out.append(", ")
+                left -= 2
+            left = _fill(inner, out, left)
+            if left < 0:
+                return left
+        out.append("]")
+        return left - 1
+    text = "" if value is None else str(value)
+    out.append(text)
+    return left - len(text)
 
 
 def cell_text(value: Any, limit: int = 160) -> str:
@@ -50,12 +62,9 @@ def cell_text(value: Any, limit: int = 160) -> str:
     if not isinstance(value, (dict, list)):  # most cells: one piece
         text = "" if value is None else str(value)
         return text if len(text) <= limit else text[:limit] + "…"
-    out, used = [], 0
-    for piece in _pieces(value):
-        out.append(piece)
-        used += len(piece)
-        if used > limit:
-            return "".join(out)[:limit] + "…"
+    out: list[str] = []
+    if _fill(value, out, limit) < 0:
+        return "".join(out)[:limit] + "…"
     return "".join(out)
 
 

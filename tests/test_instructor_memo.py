@@ -80,3 +80,35 @@ def test_a_docstring_is_parsed_once_for_every_class_that_shares_it():
     assert [t["parameters"]["properties"]["seat"]["description"] for t in tools] == ["the seat's number"] * 2
     assert tools[0]["description"] == tools[1]["description"]
     assert tools[0]["description"].startswith("Pick a seat.")
+
+
+def test_a_per_call_model_is_not_kept_once_more_recent_ones_have_taken_its_place():
+    """A step makes a response class per event and asks for it again only within that call: the
+    memoized helpers (and instructor's own tool schema cache, bounded the same way) keep the
+    most recent ``MAX_ENTRIES`` classes, and an older one is freed with its schemas."""
+    import gc
+    import weakref
+
+    from instructor.v2.core.response_model import prepare_response_model
+    from instructor.v2.providers.openai import schema
+
+    from intellagent.llm.types import schema_of
+    from intellagent_plugins.intellagent.critic import _judgement_model
+    from intellagent_plugins.providers import openai_compatible  # noqa: F401  (applies the memo)
+
+    from tests.test_keyed_models import policies
+
+    assert schema.generate_openai_schema.cache_info().maxsize == instructor_memo.MAX_ENTRIES
+
+    def use(ids: list[str]) -> weakref.ref:
+        model = _judgement_model(policies(ids))
+        prepare_response_model(model), schema.generate_openai_schema(model), schema_of(model)
+        return weakref.ref(model)
+
+    first = use(["OLD1"])
+    gc.collect()
+    assert first() is not None  # still among the recent ones
+    recent = [use([f"P{i}"]) for i in range(instructor_memo.MAX_ENTRIES)]
+    gc.collect()
+    assert first() is None
+    assert recent[-1]() is not None

@@ -171,11 +171,12 @@ class ResponseModel(BaseModel):
         _SCHEMAS[cls] = schema
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     """A response model's JSON Schema, made once per class (pydantic rebuilds it every call, a
     walk of the model that costs milliseconds and leaves cyclic garbage). Shared: read, do not
-    change it."""
+    change it. The recent classes only: a step that makes a class per event asks for its schema
+    again only within that call (as ``instructor_memo.MAX_ENTRIES``)."""
     return model.model_json_schema()
 
 

@@ -8,8 +8,10 @@ OpenAI-compatible server runs in its own process, so its CPU is not the client's
 
 Prints (issue 14's targets):
 
-0. a host reference: the CPU time of a fixed piece of pure-Python work, at the start and
-   the end (figures of different hours compare only at a similar reference);
+0. a host reference: the CPU time of a fixed piece of pure-Python work, at the start, right after
+   the CPU figure (which is flagged when the two differ by more than 15 %: the machine's speed
+   changed during the run) and at the end (figures of different hours compare only at a similar
+   reference);
 1. one process, EVENTS events at LATENCY s, IN-FLIGHT requests in flight: the client's CPU per
    model call (process CPU time, robust to other load on the machine: the whole run divided by
    its calls, and the median over 2-second windows) against the 2 ms target; wall time against
@@ -413,6 +415,12 @@ def main() -> None:
           "figures below scale with it")
     if "cpu" not in args.skip:
         drive(one_process(args.events, args.latency, args.in_flight, args.port))  # on the CLI's loop
+        after = host_reference()
+        moved = after / reference - 1
+        print(f"   host reference right after it: {after:.1f} ms (before it: {reference:.1f} ms)"
+              + (f"; the machine ran {abs(moved):.0%} {'slower' if moved > 0 else 'faster'} at its "
+                 "end than at its start: a CPU figure of a machine whose speed changed during the "
+                 "run, to be measured again" if abs(moved) > 0.15 else ""))
     if "throughput" not in args.skip:
         throughput(args.throughput_events, args.latency, args.wide, args.port)
     if "memory" not in args.skip:

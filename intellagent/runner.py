@@ -435,8 +435,8 @@ RUN_THRESHOLDS = (2_500, 4, 4)
 third as often, full ones somewhat more often (every 40,000 allocations against 70,000). In a 200-event
 run over HTTP the collector took 0.08 s of CPU instead of 0.16 s (2 % of the run); peak memory
 from 100 to 1,600 events grew 1.03× (1.04× with Python's; 1.08–1.10× and 1.06× while 256 response
-classes were kept, see ``instructor_memo.MAX_ENTRIES``). Rarer full collections let dead per-event
-classes pile up: then, with (7,000, 10, 10), 1.13×; with (7,000, 3, 3), 1.11×."""
+classes were kept, see ``intellagent.llm.types.RECENT_MODELS``). Rarer full collections let dead
+per-event classes pile up: then, with (7,000, 10, 10), 1.13×; with (7,000, 3, 3), 1.11×."""
 
 
 @contextlib.contextmanager

@@ -23,14 +23,12 @@ import inspect
 import sys
 from typing import Any, Callable
 
-MAX_ENTRIES = 32
-"""Response models kept per helper, least recently used dropped first: a step that makes a model
-per call (one per event) asks for it again only within that call (a re-ask), so only the recent
-ones are kept, and instructor's own OpenAI tool schema cache (256 classes) is bounded the same
-way. In a 200-event run the helpers missed as often with 32 as with 256 (about 415 of 3,900
-look-ups, each a new class); a run of 1,600 events over HTTP peaked at 242 MiB instead of 256
-(1.03× the 100-event run's peak instead of 1.09×, ``bench/http_memory.py``). A clear-all bound of
-1,024 kept up to 1,024 of them alive."""
+from intellagent.llm.types import RECENT_MODELS
+
+MAX_ENTRIES = RECENT_MODELS
+"""Response models kept per helper, the recent ones only (``intellagent.llm.types.RECENT_MODELS``);
+instructor's own OpenAI tool schema cache (256 classes) is bounded the same way. A clear-all
+bound of 1,024 kept up to 1,024 of them alive."""
 
 
 def _memo_by_class(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -4,6 +4,7 @@ their placeholders' order."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -91,3 +92,22 @@ def test_an_items_value_is_its_rows_last_column_and_a_store_made_before_reads_th
     conn.execute("CREATE TABLE items (" + ", ".join(lines[c] for c in before) + ', PRIMARY KEY ("key"))')
     assert _item_columns(old) == before and before != columns
     assert _put_and_read(old, old.start_run(), 3) == expected
+
+
+def test_a_store_being_made_by_another_process_is_waited_for_not_refused(tmp_path):
+    # two runs started together on a new workspace: while one switches the new file to WAL it
+    # holds a write lock on it in rollback mode, and SQLite answers the other's switch with
+    # "database is locked" at once, without its busy timeout (a lock it could deadlock on)
+    import sqlite3
+    import threading
+
+    path = tmp_path / "intellagent.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # the other process's switch, caught in the middle
+    threading.Timer(0.3, other.rollback).start()
+    started = time.monotonic()
+    store = Store(f"sqlite:///{path}")
+    assert time.monotonic() - started >= 0.3  # waited for the lock, then made the store
+    assert store.problems() == []
+    assert store.describe().startswith("schema at migration")
+    other.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import sqlite3
+import time
 from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
@@ -56,13 +58,36 @@ def safe_url(url: str) -> str:
 
 
 
+BUSY_SECONDS = 30  # how long a connection waits for another's lock on a SQLite store
+SQLITE_BUSY = 5
+
+
 def sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     dbapi_conn.isolation_level = None  # we say BEGIN ourselves (SQLAlchemy's pysqlite recipe)
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
+    to_wal(cur)
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
+
+
+def to_wal(cur: Any) -> None:
+    """Put the database in WAL mode. Two processes making a new store at once (two runs started
+    together on a new workspace) both switch it; SQLite answers the switch that meets the other's
+    with "database is locked" at once, without its busy timeout: it is tried again, for as long
+    as that timeout. (A store already in WAL mode switches nothing: this is one statement.)"""
+    deadline = time.monotonic() + BUSY_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            busy = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == SQLITE_BUSY  # BUSY or an extended BUSY_*
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -65,6 +65,15 @@ def run(runner, ws: Path, *extra: str, events: int = 6) -> tuple[int, int]:
                             "WHERE run_id = ? AND cached = 0", (run_id,)).fetchone()
 
 
+def spent_by_step(ws: Path) -> dict[str, tuple[int, int]]:
+    """The latest run's calls made (not cached) and their tokens, by step."""
+    with sqlite3.connect(ws / "intellagent.db") as conn:
+        run_id, = conn.execute("SELECT id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        return {stage: (n, t) for stage, n, t in conn.execute(
+            "SELECT stage, count(*), sum(prompt_tokens + completion_tokens) FROM llm_calls "
+            "WHERE run_id = ? AND cached = 0 GROUP BY stage", (run_id,))}
+
+
 def test_the_estimate_calls_no_model_and_creates_no_workspace(runner, tmp_path, openai_server):
     ws = tmp_path / "ws"
     found = estimate(runner, ws, "--set", f"llm.default={{model: gpt-4o-mini, base_url: '{openai_server.base_url}'}}")
@@ -109,7 +118,16 @@ def test_after_a_run_the_estimate_counts_what_is_stored_and_measures_the_rest(ru
     found = estimate(runner, ws, *changed)
     assert {s: (v["items"], v["reused"]) for s, v in found["steps"].items()} == \
         {"graph": (0, 1), "specs": (0, 1), "events": (0, 6), "dialogs": (6, 0), "verdicts": (6, 0)}
+    # each at what the earlier run spent on as many items of that step, its roles' models being
+    # the same endpoints (a temperature is not one): exactly, whatever the draw
+    spent = spent_by_step(ws)
+    for step in ("dialogs", "verdicts"):
+        assert found["steps"][step]["calls"] == pytest.approx(spent[step][0], abs=1)
+        assert found["steps"][step]["prompt"] + found["steps"][step]["completion"] == \
+            pytest.approx(spent[step][1], rel=0.01)
     calls, tokens = run(runner, ws, *changed)
+    # against the changed agent's own run: as near as its dialogs are to the first's (this
+    # draw's are; the accuracy over sizes and seeds is bench/estimate_bench.py's figure)
     assert found["calls"] == pytest.approx(calls, rel=0.25)
     assert found["tokens"] == pytest.approx(tokens, rel=0.25)
 

@@ -129,8 +129,8 @@ def cores_apart(server, pin: bool):
     """The client on some of this machine's cores and the test server on another, for the time
     of the block (``pin``, and two cores or more; yields how, or None). A model endpoint runs on
     another machine: on one core shared with the test server, the client's CPU time also counts
-    the cost of the two taking turns on it (on 2 cores on 2026-11-27, six runs each: 1.71-1.96
-    ms a call shared, 1.60-1.89 pinned, the same code and calls). Where the cores cannot be set
+    the cost of the two taking turns on it (on 2 cores on 2026-11-27, the same code and calls:
+    1.71-1.96 ms a call shared in five runs, 1.57-1.89 pinned in six, as docs/scale.md says). Where the cores cannot be set
     (another OS, a container that forbids it), the block runs unpinned and says so."""
     cpus = sorted(os.sched_getaffinity(0)) if pin and hasattr(os, "sched_getaffinity") else []
     if len(cpus) < 2:

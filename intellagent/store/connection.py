@@ -95,7 +95,7 @@ def sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
     the journal mode: the folder may not be ours to write)."""
     dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_SECONDS * 1000}")
     cur.execute("PRAGMA query_only=ON")
     cur.close()
 

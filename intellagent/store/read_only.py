@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from intellagent.store.connection import BUSY_SECONDS
 from intellagent.store.schema import StoreError
 
 SQLITE_PERM, SQLITE_READONLY, SQLITE_CANTOPEN = 3, 8, 14
@@ -88,7 +89,7 @@ def _reads(path: Path) -> bool:
     if not path.is_file():
         return True
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_SECONDS)
     except sqlite3.Error as exc:
         return not refused_write(exc)
     try:
